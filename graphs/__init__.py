@@ -1,0 +1,1 @@
+"""One module per method: wiring only (see ``noterag.methods.METHODS``)."""

@@ -1,0 +1,31 @@
+"""DeepNote (Wang et al., 2025): note-centric deep retrieval.
+
+    P_0 = retrieve(q_0);  N_opt = N_0 = LLM_Init(q_0, P_0)                 init_note
+    for t = 1 ..:
+        q_t = LLM_QR(q_0, N_opt, Q_log)                                     refine_query
+        P_t = retrieve(q_t)                                                 retrieve
+        N_t = LLM_KA(q_0, P_t, N_opt)                                       accumulate
+        V_t = LLM_ARD(q_0, N_opt, N_t);  V_t ? N_opt = N_t : failures += 1   review
+    until failures >= max_failures or steps >= max_steps or passages > cap  (note_loop.threshold_stop)
+    answer = LLM_Ans(q_0, N_opt)                                            answer
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from noterag.context import DeepNoteContext
+from noterag.graphs import note_loop
+from noterag.methods import lazy_graph, method_deps
+from noterag.prompts import deepnote as prompts
+
+NAME = "deepnote"
+ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
+
+
+def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
+    deps = method_deps(NAME, prompts, DeepNoteContext, ROLES, model, retriever, role_models)
+    return note_loop.build(deps)
+
+
+__getattr__ = lazy_graph(build, globals())

@@ -1,0 +1,47 @@
+"""The retrieval step every method shares."""
+
+from __future__ import annotations
+
+from itertools import chain, zip_longest
+from typing import Any
+
+from noterag.nodes.step import Env, Search, StepGen, emit
+from noterag.state import Passage
+
+
+def retrieve(state: dict[str, Any], env: Env) -> StepGen:
+    """Top-k passages for each of the step's queries (the question itself at first), searched
+    concurrently; inside the note loop only the passages the profile keeps go on."""
+    queries = state["queries"] if "queries" in state else [state["question"]]
+    results: list[list[Passage]] = yield [Search(q, env.ctx.top_k) for q in queries]
+    found = _interleave(results, env.profile.passage_key)
+    if "best_note" in state:
+        found = env.profile.select_passages(
+            found, set(state.get("seen", [])), env.ctx.max_passages, env.ctx.top_k
+        )
+    emit(
+        {
+            "type": "passages",
+            "step": state.get("steps", 0) + ("best_note" in state),
+            "queries": queries,
+            "passages": [{"id": p["id"], "title": p["title"]} for p in found],
+        }
+    )
+    return {
+        "passages": found,
+        "passage_ids": [p["id"] for p in found],
+        "seen": [env.profile.passage_key(p) for p in found],
+    }
+
+
+def _interleave(results: list[list[Passage]], key: Any) -> list[Passage]:
+    """Rank 1 of every query, then rank 2, ...: trimming to the passage cap keeps each query's
+    best passages. A passage found by two queries of one step appears once."""
+    if len(results) == 1:
+        return list(results[0])
+    out, keys = [], set()
+    for passage in chain.from_iterable(zip_longest(*results)):
+        if passage is not None and key(passage) not in keys:
+            keys.add(key(passage))
+            out.append(passage)
+    return out

@@ -1,0 +1,218 @@
+"""How a step talks to the outside world: model calls and searches as values.
+
+A step is a generator function ``step(state, env)`` named after the paper's step. It yields
+``Ask`` (one model call) or ``Search`` (one retrieval), or a list of them to run concurrently,
+receives the results, and returns the state update. ``node(step, deps)`` turns it into a graph
+node that runs the same code under ``invoke`` (threads for concurrent effects) and ``ainvoke``
+(``asyncio.gather``), so every step is written once and the async path is truly async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import get_executor_for_config, run_in_executor
+from langgraph.config import get_stream_writer
+from langgraph.runtime import get_runtime
+
+from noterag.context import RunContext, resolve_context
+from noterag.profiles import Profile, get_profile
+from noterag.state import Passage
+
+# Internal calls must not reach `stream_mode="messages"`: only the answer's tokens do.
+NOSTREAM = "nostream"
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One model call for the paper step ``stage`` (also the model role it uses)."""
+
+    stage: str
+    prompt: str
+    stream: bool = False
+
+
+@dataclass(frozen=True)
+class Search:
+    """One retrieval of the top ``k`` passages for ``query``."""
+
+    query: str
+    k: int
+
+
+Effect = Ask | Search
+StepGen = Generator[Effect | list[Effect], Any, dict[str, Any]]
+
+
+@dataclass
+class Deps:
+    """What a method's graph is built with: bound once, when the graph is built."""
+
+    method: str
+    models: Mapping[str, BaseChatModel]  # role -> model; "default" for every other role
+    retriever: BaseRetriever
+    prompts: Mapping[str, Any]  # profile name -> the method's prompt set
+    context_schema: type[RunContext]
+    stop_rule: Callable[[Mapping[str, Any], Any, Profile], str | None] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def model_for(self, role: str) -> BaseChatModel:
+        return self.models.get(role) or self.models["default"]
+
+
+@dataclass(frozen=True)
+class Env:
+    """What a step sees besides the state: this run's context and the method's parts."""
+
+    ctx: Any
+    deps: Deps
+    profile: Profile
+
+    @property
+    def prompts(self) -> Any:
+        """The method's prompt set for this run's profile."""
+        return self.deps.prompts[self.profile.name]
+
+
+def emit(event: dict[str, Any]) -> None:
+    """Send one progress event to ``stream_mode="custom"`` (a no-op outside a graph run)."""
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:
+        return
+    writer(event)
+
+
+def reply_text(message: AIMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(
+        part if isinstance(part, str) else str(part.get("text", ""))
+        for part in content
+        if isinstance(part, str) or part.get("type") == "text"
+    )
+
+
+def to_passage(doc: Any) -> Passage:
+    meta = doc.metadata or {}
+    return Passage(
+        id=str(doc.id or meta.get("id") or meta.get("title", "") + doc.page_content[:64]),
+        title=str(meta.get("title", "")),
+        text=doc.page_content,
+    )
+
+
+class _Tally:
+    """Cost of one node run, added to the state's cost fields."""
+
+    def __init__(self) -> None:
+        self.calls = self.prompt_tokens = self.completion_tokens = 0
+
+    def add(self, message: AIMessage) -> None:
+        self.calls += 1
+        usage = getattr(message, "usage_metadata", None) or {}
+        self.prompt_tokens += usage.get("input_tokens", 0)
+        self.completion_tokens += usage.get("output_tokens", 0)
+
+    def update(self) -> dict[str, int]:
+        if not self.calls:
+            return {}
+        return {
+            "llm_calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+
+
+def _ask_config(ask: Ask) -> RunnableConfig:
+    return {
+        "run_name": ask.stage,
+        "tags": [] if ask.stream else [NOSTREAM],
+        "metadata": {"noterag_stage": ask.stage},
+    }
+
+
+def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
+    """A graph node running ``step`` with ``deps`` bound, under invoke and ainvoke alike."""
+
+    def env_now() -> Env:
+        ctx = resolve_context(deps.context_schema, get_runtime().context)
+        return Env(ctx=ctx, deps=deps, profile=get_profile(ctx.profile, deps.method))
+
+    def run_sync(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        env, tally = env_now(), _Tally()
+
+        def perform(effect: Effect) -> Any:
+            if isinstance(effect, Search):
+                docs = deps.retriever.invoke(effect.query, k=effect.k)
+                return [to_passage(d) for d in docs[: effect.k]]
+            message = deps.model_for(effect.stage).invoke(
+                effect.prompt, config=_ask_config(effect), **env.ctx.sampling()
+            )
+            tally.add(message)
+            return reply_text(message)
+
+        def perform_all(effects: list[Effect]) -> list[Any]:
+            if len(effects) <= 1:
+                return [perform(e) for e in effects]
+            with get_executor_for_config(config) as pool:
+                return list(pool.map(perform, effects))
+
+        return _drive(step(state, env), perform, perform_all) | tally.update()
+
+    async def run_async(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        env, tally = env_now(), _Tally()
+        gen = step(state, env)
+
+        async def perform(effect: Effect) -> Any:
+            if isinstance(effect, Search):
+                docs = await _asearch(deps.retriever, effect)
+                return [to_passage(d) for d in docs[: effect.k]]
+            message = await deps.model_for(effect.stage).ainvoke(
+                effect.prompt, config=_ask_config(effect), **env.ctx.sampling()
+            )
+            tally.add(message)
+            return reply_text(message)
+
+        result: Any = None
+        try:
+            while True:
+                request = gen.send(result)
+                if isinstance(request, list):
+                    result = list(await asyncio.gather(*(perform(e) for e in request)))
+                else:
+                    result = await perform(request)
+        except StopIteration as done:
+            return (done.value or {}) | tally.update()
+
+    return RunnableLambda(run_sync, afunc=run_async, name=step.__name__)
+
+
+async def _asearch(retriever: BaseRetriever, search: Search) -> list[Any]:
+    # BaseRetriever's default async path drops extra kwargs such as k on the floor only when
+    # the sync method takes none; a retriever that is sync-only but takes k would raise.
+    if type(retriever)._aget_relevant_documents is BaseRetriever._aget_relevant_documents:
+        return await run_in_executor(None, retriever.invoke, search.query, k=search.k)
+    return await retriever.ainvoke(search.query, k=search.k)
+
+
+def _drive(
+    gen: StepGen,
+    perform: Callable[[Effect], Any],
+    perform_all: Callable[[list[Effect]], list[Any]],
+) -> dict[str, Any]:
+    result: Any = None
+    try:
+        while True:
+            request = gen.send(result)
+            result = perform_all(request) if isinstance(request, list) else perform(request)
+    except StopIteration as done:
+        return done.value or {}

@@ -1,0 +1,12 @@
+"""noterag: note-centric adaptive retrieval-augmented generation as LangGraph graphs.
+
+    import noterag
+    graph = noterag.build_graph("deepnote", model="openai:gpt-4o-mini", retriever="bm25:index/")
+    graph.invoke({"question": "..."}, context={"max_steps": 3})
+"""
+
+from noterag.errors import NoteragError
+from noterag.methods import METHODS, build_graph
+
+__all__ = ["METHODS", "NoteragError", "build_graph"]
+__version__ = "0.1.0"

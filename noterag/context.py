@@ -1,0 +1,105 @@
+"""Run-time configuration: each graph's ``context_schema``.
+
+Fields carry ``metadata={"description": ...}`` so LangGraph Studio shows them. A graph run
+without a context (``runtime.context is None``) uses these defaults; a dict context is converted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+from noterag.errors import ConfigError
+
+TASKS = ("multihop", "asqa", "strategyqa", "crud")
+PROFILES = ("paper", "official")
+
+
+def _field(default: Any, description: str) -> Any:
+    return field(default=default, metadata={"description": description})
+
+
+@dataclass(kw_only=True)
+class RunContext:
+    """Settings every method shares."""
+
+    top_k: int = _field(5, "Passages retrieved per query (the papers' top-k).")
+    task: Literal["multihop", "asqa", "strategyqa", "crud"] = _field(
+        "multihop",
+        "Answer style: multihop (short answer), asqa (long form), strategyqa (yes/no), "
+        "crud (Adaptive-Note only). The input's `task` overrides it.",
+    )
+    profile: Literal["paper", "official"] = _field(
+        "paper",
+        "paper: the papers' method with robust engineering; official: reproduce the official "
+        "code's behaviour (raw-reply queries, duplicate passages, lenient verdicts).",
+    )
+    temperature: float | None = _field(
+        None, "Sampling temperature for every call (None: the model's own; noterag's are 0.1)."
+    )
+    top_p: float | None = _field(None, "Nucleus sampling top_p (None: the model's own, 0.9).")
+    max_tokens: int | None = _field(None, "Cap on tokens per model reply (None: the model's own).")
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1:
+            raise ConfigError(f"top_k must be at least 1, not {self.top_k}")
+        if self.task not in TASKS:
+            raise ConfigError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
+        if self.profile not in PROFILES:
+            raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}")
+
+    def sampling(self) -> dict[str, Any]:
+        """Per-call model arguments the user set (unset ones keep the model's own)."""
+        values = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
+        return {k: v for k, v in values.items() if v is not None}
+
+
+@dataclass(kw_only=True)
+class NoteContext(RunContext):
+    """The note loop's stop thresholds (Adaptive-Note: T_CI, T_IU, T_RP)."""
+
+    max_steps: int = _field(3, "Stop after this many note-update steps (T_CI / max_step).")
+    max_failures: int = _field(
+        2, "Stop after this many steps whose note was not better (T_IU / max_failure)."
+    )
+    max_passages: int = _field(
+        15, "Stop once this many distinct passages were retrieved, the initial ones included (T_RP)."
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("max_steps", "max_failures", "max_passages"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must not be negative, not {getattr(self, name)}")
+
+
+@dataclass(kw_only=True)
+class AdaptiveNoteContext(NoteContext):
+    """Adaptive-Note's defaults: T_CI = 3, T_IU = 1, T_RP = 15 (paper, Section 4)."""
+
+    max_steps: int = _field(3, "T_CI: the most information-collection iterations.")
+    max_failures: int = _field(1, "T_IU: the most invalid updates (note not better) before stopping.")
+
+
+@dataclass(kw_only=True)
+class DeepNoteContext(NoteContext):
+    """DeepNote's defaults: max_step 3, max_failure 2 (its case studies and official README)."""
+
+
+def resolve_context(schema: type[RunContext], value: Any) -> RunContext:
+    """The run's context as ``schema``: defaults for None, a dict converted, unknown keys refused."""
+    if value is None:
+        return schema()
+    if isinstance(value, schema):
+        return value
+    if isinstance(value, RunContext):
+        value = {f.name: getattr(value, f.name) for f in fields(value)}
+    if not isinstance(value, dict):
+        raise ConfigError(f"context must be a dict or {schema.__name__}, not {type(value).__name__}")
+    known = {f.name for f in fields(schema)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ConfigError(
+            f"unknown context field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    return schema(**value)

@@ -1,0 +1,28 @@
+"""User-facing errors.
+
+Every error a user can cause (bad input, missing index, unreachable model) is a
+``NoteragError``: the CLI prints its message as one line and exits non-zero, never a
+traceback.
+"""
+
+
+class NoteragError(Exception):
+    """An error whose message is meant for the user, as one line."""
+
+    exit_code = 1
+
+
+class CorpusError(NoteragError):
+    """A corpus file is missing or has a malformed line (the message names the line)."""
+
+
+class IndexNotFoundError(NoteragError):
+    """An index directory is missing or does not hold a noterag index."""
+
+
+class ModelUnavailableError(NoteragError):
+    """A chat model could not be set up or reached."""
+
+
+class ConfigError(NoteragError):
+    """A configuration value (method, spec, context field) is not valid."""

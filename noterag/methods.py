@@ -1,0 +1,97 @@
+"""The method registry and what every method's ``build`` needs: models, retriever, prompts."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+from langchain_core.retrievers import BaseRetriever
+
+from noterag.errors import ConfigError
+from noterag.nodes.step import Deps
+
+# method name -> module under noterag.graphs
+GRAPH_MODULES = {"adaptive-note": "adaptive_note", "deepnote": "deepnote"}
+METHODS = tuple(GRAPH_MODULES)
+
+
+def build_graph(
+    method: str, *, model: Any = None, retriever: Any = None, **role_models: Any
+) -> Any:
+    """A compiled LangGraph graph running ``method``.
+
+    model: a LangChain chat model, a spec ("openai:<name>", "local") or None (NOTERAG_MODEL,
+    else "local"). retriever: a BaseRetriever, a spec ("bm25:<index dir>") or None
+    (NOTERAG_INDEX, else the bundled sample corpus). ``<role>_model=`` gives one step its own
+    model, e.g. ``answer_model=`` (roles: the method's step names).
+    """
+    return graph_module(method).build(model=model, retriever=retriever, **role_models)
+
+
+def graph_module(method: str) -> ModuleType:
+    try:
+        return importlib.import_module(f"noterag.graphs.{GRAPH_MODULES[method]}")
+    except KeyError:
+        raise ConfigError(
+            f"unknown method {method!r}; choose one of {', '.join(METHODS)}"
+        ) from None
+
+
+def method_deps(
+    method: str,
+    prompts: ModuleType,
+    context_schema: type,
+    roles: tuple[str, ...],
+    model: Any,
+    retriever: Any,
+    role_models: Mapping[str, Any],
+) -> Deps:
+    """Resolve a method's models (one per role, defaulting to ``model``) and retriever."""
+    from noterag.models import load_chat_model
+
+    known = {f"{role}_model": role for role in roles}
+    unknown = sorted(set(role_models) - known.keys())
+    if unknown:
+        raise ConfigError(
+            f"{method} has no model role {', '.join(unknown)}; roles: {', '.join(sorted(known))}"
+        )
+    models = {"default": load_chat_model(model)}
+    models |= {known[k]: load_chat_model(v) for k, v in role_models.items() if v is not None}
+    return Deps(
+        method=method,
+        models=models,
+        retriever=resolve_retriever(retriever),
+        prompts={"paper": prompts.PAPER, "official": prompts.OFFICIAL},
+        context_schema=context_schema,
+    )
+
+
+def resolve_retriever(retriever: Any) -> Any:
+    if isinstance(retriever, BaseRetriever):
+        return retriever
+    from noterag.retrievers import load_retriever
+
+    if retriever is None:
+        index = os.environ.get("NOTERAG_INDEX")
+        if index:
+            return load_retriever(index if ":" in index else f"bm25:{index}")
+        from noterag.sample import sample_index
+
+        return load_retriever(f"bm25:{sample_index()}")
+    return load_retriever(retriever)
+
+
+def lazy_graph(build: Callable[[], Any], namespace: dict[str, Any]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that builds the module's ``graph`` (for langgraph.json) from the
+    environment on first use rather than at import, since building may start the local model."""
+
+    def __getattr__(name: str) -> Any:
+        if name == "graph":
+            namespace["graph"] = build()
+            return namespace["graph"]
+        raise AttributeError(name)
+
+    return __getattr__

@@ -1,0 +1,102 @@
+"""Test doubles: a chat model that answers each paper stage from a script and records every
+prompt, and a small keyword retriever over passages the test writes."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.retrievers import BaseRetriever
+from pydantic import Field, PrivateAttr
+
+Reply = str | Callable[[str], str]
+
+
+class ScriptedModel(BaseChatModel):
+    """Replies per stage (the ``noterag_stage`` metadata of the call): a string, a callable of the
+    prompt, or a list consumed in order (its last item repeats). Records (stage, prompt)."""
+
+    script: dict[str, Any] = Field(default_factory=dict)
+    default: str = "ok"
+    _calls: list[tuple[str, str]] = PrivateAttr(default_factory=list)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _used: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def calls(self) -> list[tuple[str, str]]:
+        return list(self._calls)
+
+    @property
+    def stages(self) -> list[str]:
+        return [stage for stage, _ in self._calls]
+
+    def prompts_for(self, stage: str) -> list[str]:
+        return [prompt for s, prompt in self._calls if s == stage]
+
+    def _reply(self, stage: str, prompt: str) -> str:
+        entry = self.script.get(stage, self.default)
+        if isinstance(entry, list):
+            with self._lock:
+                i = self._used.get(stage, 0)
+                self._used[stage] = i + 1
+            entry = entry[min(i, len(entry) - 1)]
+        return entry(prompt) if callable(entry) else entry
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        stage = (run_manager.metadata or {}).get("noterag_stage", "?") if run_manager else "?"
+        prompt = str(messages[-1].content)
+        with self._lock:
+            self._calls.append((stage, prompt))
+        text = self._reply(stage, prompt)
+        usage = {
+            "input_tokens": len(prompt.split()),
+            "output_tokens": len(text.split()),
+            "total_tokens": len(prompt.split()) + len(text.split()),
+        }
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(text, usage_metadata=usage))])
+
+
+def _tokens(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower())) - {"the", "a", "of", "in", "is", "was", "what", "which", "who"}
+
+
+class KeywordRetriever(BaseRetriever):
+    """Ranks passages by shared words with the query (title and text); honours ``k``."""
+
+    passages: list[dict[str, str]]
+    k: int = 5
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: Any = None, k: int | None = None
+    ) -> list[Document]:
+        q = _tokens(query)
+        scored = [
+            (len(q & _tokens(p["title"] + " " + p["text"])), i, p)
+            for i, p in enumerate(self.passages)
+        ]
+        ranked = [(s, i, p) for s, i, p in sorted(scored, key=lambda t: (-t[0], t[1])) if s > 0]
+        return [
+            Document(p["text"], id=p["id"], metadata={"id": p["id"], "title": p["title"], "score": s})
+            for s, _, p in ranked[: k or self.k]
+        ]
+
+
+def passages(*rows: Iterable[str]) -> list[dict[str, str]]:
+    return [{"id": f"p{i}", "title": title, "text": text} for i, (title, text) in enumerate(rows, 1)]
