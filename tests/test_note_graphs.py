@@ -1,0 +1,340 @@
+"""Adaptive-Note and DeepNote driven by scripted models: stop conditions, profiles, parse
+fallbacks and the exact sequence of prompts."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+
+import noterag
+from noterag.context import DeepNoteContext, resolve_context
+from noterag.errors import ConfigError
+from scripted import KeywordRetriever, ScriptedModel, passages
+
+QUESTION = "In which year was the architect of the Velmora Bridge born?"
+CORPUS = passages(
+    ("Velmora Bridge", "The Velmora Bridge over the Ostra was designed by the architect Aurelio Fenwick."),
+    ("Aurelio Fenwick", "Aurelio Fenwick (1871-1938) studied at the Marrowgate Institute."),
+    ("Clara Fenwick", "Clara Fenwick painted the Velmora Bridge in 1931."),
+    ("Ostra River", "The Ostra River is 212 km long and crosses Velmora."),
+    ("Marrowgate Institute", "The Marrowgate Institute trained architects and engineers."),
+    ("Tobias Wren", "Tobias Wren, architect, was born in 1848 in Quenby."),
+    ("Lise Ambrath", "Lise Ambrath, architect of the Pellin Bridge, was born in 1866."),
+    ("Pellin Bridge", "The Pellin Bridge was designed by Lise Ambrath and opened in 1899."),
+)
+LOOP = ["refine_query", "accumulate", "review"]
+
+
+def script(**overrides: Any) -> dict[str, Any]:
+    """Replies that keep finding new passages: each refine_query asks about other entities."""
+    base = {
+        "init_note": "The Velmora Bridge was designed by the architect Aurelio Fenwick.",
+        "refine_query": [
+            "1. When was Aurelio Fenwick born?\n2. Marrowgate Institute",
+            "1. Ostra River length\n2. Clara Fenwick painter",
+            "1. Pellin Bridge\n2. Tobias Wren Quenby",
+            "1. Lise Ambrath\n2. anything else",
+        ],
+        "accumulate": "Aurelio Fenwick (1871-1938) designed the Velmora Bridge.",
+        "review": '{"status": "True"}',
+        "answer": "1871",
+    }
+    return base | overrides
+
+
+def run(method: str, model: ScriptedModel, retriever: BaseRetriever | None = None, **context: Any) -> dict:
+    graph = noterag.build_graph(method, model=model, retriever=retriever or KeywordRetriever(passages=CORPUS))
+    # top-2 keeps the small corpus from running out of unseen passages in three steps
+    return graph.invoke({"question": QUESTION}, context={"top_k": 2} | context)
+
+
+# --- stop conditions --------------------------------------------------------------------------
+
+
+def test_deepnote_stops_at_max_steps_when_every_note_improves():
+    model = ScriptedModel(script=script())
+    out = run("deepnote", model, max_steps=3, max_passages=100)
+    assert model.stages == ["init_note", *LOOP * 3, "answer"]
+    assert (out["steps"], out["failures"]) == (3, 0)
+    assert "max_steps" in out["stop_reason"]
+    assert out["answer"] == "1871"
+    assert out["llm_calls"] == len(model.calls) == 11
+    assert [entry["step"] for entry in out["trace"]] == [0, 1, 2, 3]
+    assert sum(entry["llm_calls"] for entry in out["trace"]) + 1 == out["llm_calls"]
+
+
+def test_deepnote_stops_after_max_failures():
+    model = ScriptedModel(script=script(review='{"status": "False"}'))
+    out = run("deepnote", model, max_steps=5, max_failures=2, max_passages=100)
+    assert model.stages == ["init_note", *LOOP * 2, "answer"]
+    assert (out["steps"], out["failures"]) == (2, 2)
+    assert "max_failures" in out["stop_reason"]
+    # a rejected note never becomes the best note
+    assert out["best_note"] == script()["init_note"]
+
+
+def test_adaptive_note_defaults_stop_after_one_invalid_update():
+    model = ScriptedModel(script=script(review='{"status": "False"}'))
+    out = run("adaptive-note", model)  # T_IU = 1
+    assert model.stages == ["init_note", *LOOP, "answer"]
+    assert (out["steps"], out["failures"]) == (1, 1)
+
+
+def test_adaptive_note_defaults_run_three_collection_steps():
+    model = ScriptedModel(script=script())
+    out = run("adaptive-note", model, max_passages=100)  # T_CI = 3
+    assert model.stages == ["init_note", *LOOP * 3, "answer"]
+    assert out["steps"] == 3
+
+
+def test_passage_cap_stops_and_trims_the_last_step():
+    model = ScriptedModel(script=script())
+    out = run("deepnote", model, top_k=3, max_passages=5, max_steps=5)
+    assert len(out["passage_ids"]) == 5  # 3 initial + 2 of the step that reached the cap
+    assert model.stages == ["init_note", *LOOP, "answer"]
+    assert "distinct passages" in out["stop_reason"]
+
+
+def test_passage_cap_reached_by_the_initial_retrieval_skips_the_loop():
+    model = ScriptedModel(script=script())
+    out = run("adaptive-note", model, top_k=5, max_passages=5)
+    assert model.stages == ["init_note", "answer"]
+    assert out["steps"] == 0
+
+
+def test_official_deepnote_cap_is_strictly_greater():
+    # DeepNote's official loop stops on len(seen) > cap: with exactly cap passages it goes on.
+    model = ScriptedModel(script=script())
+    out = run("deepnote", model, top_k=5, max_passages=5, max_steps=1, profile="official")
+    assert model.stages == ["init_note", *LOOP, "answer"]
+    official_an = ScriptedModel(script=script())
+    run("adaptive-note", official_an, top_k=5, max_passages=5, profile="official")
+    assert official_an.stages == ["init_note", "answer"]
+    assert out["steps"] == 1
+
+
+# --- parse fallbacks ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "accepted", "parsed"),
+    [
+        ('```json\n{"status": "True"}\n```', True, True),
+        ("{“status”: “true”}", True, True),
+        ("{'status': 'False'}", False, True),
+        ("Note 2 is clearly better, true.", False, False),
+        ("", False, False),
+    ],
+)
+def test_paper_verdicts_parse_or_count_as_failed(reply: str, accepted: bool, parsed: bool):
+    model = ScriptedModel(script=script(review=reply))
+    out = run("deepnote", model, max_steps=1)
+    assert out["trace"][-1]["verdict"] is accepted
+    assert out["trace"][-1]["verdict_parsed"] is parsed
+    assert out["failures"] == (0 if accepted else 1)
+
+
+@pytest.mark.parametrize(
+    ("reply", "accepted"),
+    [
+        ("Note 2 is clearly better, true.", True),  # substring fallback
+        ('Here is the json: {"status": "False"} as asked', False),  # DeepNote cuts the braces
+        ("no idea", False),
+    ],
+)
+def test_official_verdicts_fall_back_to_substring(reply: str, accepted: bool):
+    model = ScriptedModel(script=script(review=reply))
+    out = run("deepnote", model, max_steps=1, profile="official")
+    assert out["trace"][-1]["verdict"] is accepted
+
+
+def test_unparseable_query_reply_falls_back_to_the_whole_reply():
+    model = ScriptedModel(script=script(refine_query="Aurelio Fenwick birth year"))
+    out = run("deepnote", model, max_steps=1)
+    assert out["query_log"] == ["Aurelio Fenwick birth year"]
+
+
+def test_repeated_questions_are_dropped_and_the_step_fails_without_calls():
+    model = ScriptedModel(script=script(refine_query="1. When was Aurelio Fenwick born?"))
+    out = run("deepnote", model, max_steps=3, max_failures=2, max_passages=100)
+    # step 1 finds Fenwick's passage; step 2 asks the same question again: nothing new to read
+    assert model.stages == ["init_note", *LOOP, "refine_query", "refine_query", "answer"]
+    assert out["query_log"] == ["When was Aurelio Fenwick born?"]
+    assert [e["reason"] for e in out["trace"][1:]] == ["reviewed", "no new passages", "no new passages"]
+
+
+# --- retrieval edge cases ----------------------------------------------------------------------
+
+
+class EmptyRetriever(BaseRetriever):
+    def _get_relevant_documents(self, query: str, *, run_manager: Any = None) -> list[Document]:
+        return []
+
+
+def test_empty_retrieval_paper_makes_no_note_calls():
+    model = ScriptedModel(script=script())
+    out = run("deepnote", model, EmptyRetriever())
+    assert model.stages == ["refine_query", "refine_query", "answer"]
+    assert out["best_note"] == "" and out["passage_ids"] == []
+    assert out["answer"] == "1871"
+
+
+def test_empty_retrieval_official_still_sends_every_prompt():
+    model = ScriptedModel(script=script(review='{"status":"False"}'))
+    out = run("deepnote", model, EmptyRetriever(), profile="official")
+    assert model.stages == ["init_note", *LOOP * 2, "answer"]
+    assert out["failures"] == 2
+
+
+def test_question_without_answer_in_corpus_completes():
+    model = ScriptedModel(script=script(answer="unknown", review='{"status": "False"}'))
+    graph = noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    out = graph.invoke({"question": "Who won the 1990 Zorblat chess open?"})
+    assert out["answer"] == "unknown"
+    assert out["trace"] and out["steps"] >= 1
+
+
+# --- prompt contents per profile ----------------------------------------------------------------
+
+
+def test_paper_prompts_number_passages_and_never_repeat_one():
+    model = ScriptedModel(script=script())
+    run("deepnote", model, top_k=2, max_steps=2, max_passages=100)
+    init = model.prompts_for("init_note")[0]
+    assert "[1] Title: Velmora Bridge\nText: The Velmora Bridge" in init
+    first_titles = {p["title"] for p in CORPUS if f"Title: {p['title']}\n" in init}
+    for prompt in model.prompts_for("accumulate"):
+        assert not any(f"Title: {t}\n" in prompt for t in first_titles)
+    # the query log lists one question per line
+    second = model.prompts_for("refine_query")[1]
+    assert "Existing question list: When was Aurelio Fenwick born?\nMarrowgate Institute\n" in second
+
+
+def test_official_deepnote_prompt_stream():
+    class Recording(KeywordRetriever):
+        queries: list[str] = []
+
+        def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None):
+            self.queries.append(query)
+            return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
+
+    retriever = Recording(passages=CORPUS)
+    reply = "1. When was Aurelio Fenwick born?\n2. Marrowgate Institute"
+    model = ScriptedModel(script=script(refine_query=reply, accumulate="line one\nline two"))
+    out = run("deepnote", model, retriever, profile="official", max_steps=2, max_passages=100)
+    assert retriever.queries == [QUESTION, (reply + "\n" + QUESTION)[:500], (reply + "\n" + QUESTION)[:500]]
+    init = model.prompts_for("init_note")[0]
+    assert init.count(" \n\nTitle: ") >= 1 and "Title: Velmora Bridge\nText: " in init and "[1]" not in init
+    assert "Existing question list: []\n" in model.prompts_for("refine_query")[0]
+    assert f"Existing question list: {[reply]!s}\n" in model.prompts_for("refine_query")[1]
+    # the official loop lets duplicates back in while the cap is far
+    refs = [p.split("Retrieved document: ")[1].split("\nNotes: ")[0] for p in model.prompts_for("accumulate")]
+    assert refs[0] == refs[1]
+    # newlines deleted from the updated note, which then feeds the next prompts
+    assert out["best_note"] == "line oneline two"
+    assert out["query_log"] == [reply, reply]
+
+
+def test_official_adaptive_note_uses_the_official_prompt_files_and_passage_format():
+    model = ScriptedModel(script=script())
+    run("adaptive-note", model, profile="official", max_steps=1)
+    init = model.prompts_for("init_note")[0]
+    assert "Passage #1 Title: Velmora Bridge\nPassage #1 Text: The Velmora Bridge" in init
+    assert "\n\n\nQuestion to be answered: " in init
+    assert "original question: " in model.prompts_for("refine_query")[0]
+
+
+def test_official_deduplicates_only_near_the_cap():
+    model = ScriptedModel(script=script(refine_query="Aurelio Fenwick Marrowgate"))
+    out = run("deepnote", model, profile="official", top_k=3, max_passages=4, max_steps=3)
+    # step 1 finds Velmora Bridge, Aurelio Fenwick, Clara Fenwick; 3 seen + 3 > 4, so room = 1:
+    # the seen ones are dropped and the one unseen passage is kept
+    assert out["trace"][0]["new_passage_ids"] == ["p1", "p7", "p3"]
+    assert out["trace"][1]["new_passage_ids"] == ["p2"]
+
+
+# --- answer tasks, roles, async, streaming ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("task", "marker"), [("strategyqa", 'Only give me "yes" or "no"'), ("asqa", "journalistic")])
+def test_task_selects_the_answer_prompt(task: str, marker: str):
+    model = ScriptedModel(script=script())
+    graph = noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    graph.invoke({"question": QUESTION, "task": task}, context={"max_steps": 0})
+    assert marker in model.prompts_for("answer")[0]
+
+
+def test_unknown_task_is_a_config_error():
+    graph = noterag.build_graph("deepnote", model=ScriptedModel(script=script()), retriever=KeywordRetriever(passages=CORPUS))
+    with pytest.raises(ConfigError, match="no answer prompt for task 'poem'"):
+        graph.invoke({"question": QUESTION, "task": "poem"}, context={"max_steps": 0})
+
+
+def test_role_model_answers_alone():
+    model, answerer = ScriptedModel(script=script()), ScriptedModel(script={"answer": "eighteen seventy-one"})
+    graph = noterag.build_graph(
+        "deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS), answer_model=answerer
+    )
+    out = graph.invoke({"question": QUESTION}, context={"max_steps": 1})
+    assert answerer.stages == ["answer"] and "answer" not in model.stages
+    assert out["answer"] == "eighteen seventy-one"
+
+
+def test_bad_configuration_is_refused():
+    model = ScriptedModel()
+    with pytest.raises(ConfigError, match="unknown method"):
+        noterag.build_graph("self-rag", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    with pytest.raises(ConfigError, match="no model role"):
+        noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS), judge_model=model)
+    with pytest.raises(TypeError, match="max_step"):  # LangGraph builds the dataclass itself
+        run("deepnote", model, max_step=3)
+    with pytest.raises(ConfigError, match="unknown context field"):
+        resolve_context(DeepNoteContext, {"max_step": 3})
+    with pytest.raises(ConfigError, match="top_k"):
+        run("deepnote", model, top_k=0)
+    with pytest.raises(ConfigError, match="profile"):
+        run("deepnote", model, profile="fast")
+
+
+def test_async_run_sends_the_same_prompts():
+    sync_model, async_model = ScriptedModel(script=script()), ScriptedModel(script=script())
+    sync_out = run("deepnote", sync_model, max_steps=2)
+    graph = noterag.build_graph("deepnote", model=async_model, retriever=KeywordRetriever(passages=CORPUS))
+    async_out = asyncio.run(graph.ainvoke({"question": QUESTION}, context={"max_steps": 2, "top_k": 2}))
+    assert async_model.calls == sync_model.calls
+    assert async_out["passage_ids"] == sync_out["passage_ids"]
+
+
+def test_stream_reports_progress_and_only_answer_tokens():
+    model = ScriptedModel(script=script(review=['{"status": "True"}', '{"status": "False"}']))
+    graph = noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    custom, messages = [], []
+    for mode, chunk in graph.stream({"question": QUESTION}, context={"max_steps": 2}, stream_mode=["custom", "messages"]):
+        (custom if mode == "custom" else messages).append(chunk)
+    kinds = [e["type"] for e in custom]
+    assert kinds[:2] == ["passages", "note"] and kinds[-1] == "answer"
+    assert [e["accepted"] for e in custom if e["type"] == "verdict"] == [True, False]
+    assert {meta["langgraph_node"] for _, meta in messages} == {"answer"}
+    assert "".join(str(m.content) for m, _ in messages) == "1871"
+
+
+def test_token_usage_is_summed_from_the_model_replies():
+    model = ScriptedModel(script=script())
+    out = run("deepnote", model, max_steps=1)
+    assert out["prompt_tokens"] == sum(len(p.split()) for _, p in model.calls)
+    assert out["completion_tokens"] > 0
+
+
+def test_studio_schemas_carry_field_descriptions():
+    graph = noterag.build_graph("deepnote", model=ScriptedModel(), retriever=KeywordRetriever(passages=CORPUS))
+    context = graph.get_context_jsonschema()
+    assert context["properties"]["max_failures"]["default"] == 2
+    assert "not better" in context["properties"]["max_failures"]["description"]
+    assert graph.get_input_jsonschema()["required"] == ["question"]
+    assert {"answer", "best_note", "trace"} <= set(graph.get_output_jsonschema()["properties"])
+    an = noterag.build_graph("adaptive-note", model=ScriptedModel(), retriever=KeywordRetriever(passages=CORPUS))
+    assert an.get_context_jsonschema()["properties"]["max_failures"]["default"] == 1
