@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
+import threading
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
@@ -85,13 +87,25 @@ def resolve_retriever(retriever: Any) -> Any:
 
 
 def lazy_graph(build: Callable[[], Any], namespace: dict[str, Any]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` that builds the module's ``graph`` (for langgraph.json) from the
-    environment on first use rather than at import, since building may start the local model."""
+    """A module ``__getattr__`` that builds the module's ``graph`` from the environment on first
+    use rather than at import (building may start the local model), and an async ``make_graph``
+    factory for langgraph.json: langgraph-api reads ``module.__dict__`` (so it never calls a
+    module ``__getattr__``) and calls factories on its event loop, where starting the local
+    model would block."""
+    lock = threading.Lock()
 
     def __getattr__(name: str) -> Any:
-        if name == "graph":
-            namespace["graph"] = build()
-            return namespace["graph"]
-        raise AttributeError(name)
+        if name != "graph":
+            raise AttributeError(name)
+        with lock:
+            if "graph" not in namespace:
+                namespace["graph"] = build()
+        return namespace["graph"]
 
+    async def make_graph() -> Any:
+        if "graph" in namespace:
+            return namespace["graph"]
+        return await asyncio.to_thread(__getattr__, "graph")
+
+    namespace["make_graph"] = make_graph
     return __getattr__

@@ -1,0 +1,609 @@
+"""The ``noterag`` command line: build a BM25 index, ask a question with a note-centric method.
+
+    noterag index corpus.jsonl --out my-index
+    noterag ask "In which year was the architect of the Velmora Bridge born?" --index my-index
+
+Progress goes to stderr and the answer (or ``--json``, the final state) to stdout, so
+``noterag ask ... > answer.txt`` captures just the answer. Every error a user can cause ends the
+command with one ``error: ...`` line on stderr and exit code 1, never a traceback
+(``NOTERAG_DEBUG=1`` shows the traceback of unexpected errors).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import fields
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import click
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from noterag.context import AdaptiveNoteContext, DeepNoteContext
+from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+
+app = typer.Typer(
+    name="noterag",
+    help="Note-centric adaptive RAG (Adaptive-Note, DeepNote) as LangGraph graphs.",
+    no_args_is_help=True,
+    add_completion=False,
+    # Our own handler prints one line per error; typer's pretty tracebacks would bypass it.
+    pretty_exceptions_enable=False,
+)
+
+# Set when the user pressed Ctrl+C, so `main` can leave without waiting for worker threads that
+# are still blocked in a model request (they would hold the interpreter until their timeout).
+_interrupted = False
+# The local model server this command started, if any.
+_local_pid: int | None = None
+
+
+class Method(str, Enum):
+    deepnote = "deepnote"
+    adaptive_note = "adaptive-note"
+
+
+class Task(str, Enum):
+    multihop = "multihop"
+    asqa = "asqa"
+    strategyqa = "strategyqa"
+    crud = "crud"
+
+
+class ProfileName(str, Enum):
+    paper = "paper"
+    official = "official"
+
+
+def _defaults(name: str) -> str:
+    """The per-method default of a context field, for help texts (the dataclasses are the source)."""
+    dn = {f.name: f.default for f in fields(DeepNoteContext)}[name]
+    an = {f.name: f.default for f in fields(AdaptiveNoteContext)}[name]
+    return f"default: {dn}" if dn == an else f"default: DeepNote {dn}, Adaptive-Note {an}"
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    # Collapse newlines: the contract is exactly one line on stderr.
+    click.echo(f"error: {' '.join(str(message).split())}", err=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Turn every failure into one ``error:`` line and exit code 1."""
+    global _interrupted
+    try:
+        yield
+    except (typer.Exit, click.exceptions.Exit, click.ClickException):
+        raise
+    except KeyboardInterrupt:
+        _interrupted = True
+        _stop_local_model()
+        _fail("interrupted")
+    except NoteragError as exc:
+        _fail(str(exc) or type(exc).__name__, getattr(exc, "exit_code", 1))
+    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence against tracebacks
+        friendly = _friendly(exc)
+        if friendly is not None:
+            _fail(str(friendly))
+        if os.environ.get("NOTERAG_DEBUG"):
+            traceback.print_exc()
+            _fail(f"unexpected {type(exc).__name__}: {exc}")
+        _fail(
+            f"unexpected {type(exc).__name__}: {exc} "
+            "(run again with NOTERAG_DEBUG=1 to see the traceback)"
+        )
+
+
+def _friendly(exc: BaseException) -> NoteragError | None:
+    try:
+        from noterag.models import friendly_model_error
+    except ImportError:
+        return None
+    return friendly_model_error(exc)
+
+
+def _local_server_pid() -> int | None:
+    # Only if noterag.models was imported: otherwise no local model can be running.
+    models = sys.modules.get("noterag.models")
+    return models.local_server_pid() if models is not None else None
+
+
+def _stop_local_model() -> None:
+    """Stop the local model server if this command started it (one started by the embedding
+    program, e.g. a test session sharing it, is not ours to stop)."""
+    global _local_pid
+    if _local_pid is not None and _local_server_pid() == _local_pid:
+        with suppress(Exception):  # best effort: the server also exits once noterag is gone
+            sys.modules["noterag.models"].stop_local_server()
+    _local_pid = None
+
+
+def _kill_local_model() -> None:
+    # SIGKILL, not the orderly stop: the server would first finish the request in flight.
+    pid = _local_pid
+    if pid is not None and _local_server_pid() == pid:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+# --------------------------------------------------------------------------- app
+
+
+def _version(value: bool) -> None:
+    if value:
+        from noterag import __version__
+
+        click.echo(f"noterag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Note-centric adaptive RAG (Adaptive-Note, DeepNote) as LangGraph graphs."""
+
+
+# --------------------------------------------------------------------------- index
+
+
+@app.command("index")
+def index_command(
+    corpus: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL corpus, one passage per line: {id, title, text} or {id, contents}.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Directory to write the index to.", show_default=False),
+    ],
+    skip_bad_lines: Annotated[
+        bool,
+        typer.Option(
+            "--skip-bad-lines",
+            help="Skip malformed lines (they are counted and reported) instead of stopping at "
+            "the first one.",
+        ),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing noterag index at --out.")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")
+    ] = False,
+) -> None:
+    """Build a BM25 index of a JSONL corpus."""
+    console = _stderr_console(quiet)
+    with _user_errors():
+        # The builder itself refuses directories that hold no noterag index (whatever
+        # --force says) and swaps the new index in only once it is complete.
+        from noterag.retrievers import build_bm25_index
+        from noterag.retrievers.bm25 import MANIFEST_NAME
+
+        if (out / MANIFEST_NAME).is_file() and not force:
+            raise ConfigError(f"an index already exists at {out}; pass --force to replace it")
+
+        # A bar only on a terminal: in a pipe or log it would be a stray line next to errors.
+        stats = build_bm25_index(
+            corpus, out, progress=console.is_terminal and not quiet, skip_bad_lines=skip_bad_lines
+        )
+        summary = Text("indexed ")
+        summary.append(f"{stats.passages:,}", style="bold")
+        summary.append(f" {_plural(stats.passages, 'passage')} into {out} in {stats.seconds:.1f} s")
+        if stats.skipped_lines:
+            summary.append(
+                f" ({stats.skipped_lines:,} bad {_plural(stats.skipped_lines, 'line')} skipped)",
+                style="yellow",
+            )
+        console.print(summary)
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
+
+
+# --------------------------------------------------------------------------- ask
+
+
+@app.command("ask")
+def ask_command(
+    question: Annotated[str, typer.Argument(help="The question to answer.", show_default=False)],
+    method: Annotated[
+        Method, typer.Option("--method", "-m", help="The note-centric method to run.")
+    ] = Method.deepnote,
+    index: Annotated[
+        str | None,
+        typer.Option(
+            "--index",
+            "-i",
+            help="Index directory built by `noterag index` (or a retriever spec such as "
+            "bm25:DIR). Default: $NOTERAG_INDEX, else the bundled sample corpus.",
+            show_default=False,
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Chat model: 'local' (SmolLM2-135M served on 127.0.0.1, needs the "
+            "'local' extra), 'openai:NAME' (OpenAI-compatible endpoint from OPENAI_BASE_URL / "
+            "OPENAI_API_KEY) or 'openai:NAME@URL'. Default: $NOTERAG_MODEL, else local.",
+            show_default=False,
+        ),
+    ] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option(
+            "--top-k",
+            min=1,
+            help=f"Passages retrieved per query ({_defaults('top_k')}).",
+            show_default=False,
+        ),
+    ] = None,
+    max_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--max-steps",
+            min=0,
+            help=f"Stop after this many note-update steps ({_defaults('max_steps')}).",
+            show_default=False,
+        ),
+    ] = None,
+    max_failures: Annotated[
+        int | None,
+        typer.Option(
+            "--max-failures",
+            min=0,
+            help="Stop after this many steps whose new note was rejected "
+            f"({_defaults('max_failures')}).",
+            show_default=False,
+        ),
+    ] = None,
+    max_passages: Annotated[
+        int | None,
+        typer.Option(
+            "--max-passages",
+            min=0,
+            help="Stop once this many distinct passages were retrieved, the first ones included "
+            f"({_defaults('max_passages')}).",
+            show_default=False,
+        ),
+    ] = None,
+    task: Annotated[
+        Task | None,
+        typer.Option(
+            "--task",
+            help="Answer style: multihop (short answer), asqa (long form), strategyqa (yes/no), "
+            f"crud (Adaptive-Note only) ({_defaults('task')}).",
+            show_default=False,
+        ),
+    ] = None,
+    profile: Annotated[
+        ProfileName | None,
+        typer.Option(
+            "--profile",
+            help="paper: the papers' method; official: reproduce the official code's behaviour "
+            f"({_defaults('profile')}).",
+            show_default=False,
+        ),
+    ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            "--temperature",
+            min=0.0,
+            help="Sampling temperature (default: 0.1).",
+            show_default=False,
+        ),
+    ] = None,
+    top_p: Annotated[
+        float | None,
+        typer.Option(
+            "--top-p",
+            min=0.0,
+            max=1.0,
+            help="Nucleus sampling top_p (default: 0.9).",
+            show_default=False,
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            min=1,
+            help="Cap on tokens per model reply (default: the endpoint's; 512 for local).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print the final state (answer, note, trace, costs) as JSON on stdout."
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="No progress or summary on stderr, only errors."),
+    ] = False,
+) -> None:
+    """Answer a question, streaming retrievals, new queries and note verdicts to stderr."""
+    started = time.perf_counter()
+    console = _stderr_console(quiet)
+    with _user_errors():
+        if not question.strip():
+            raise ConfigError("the question is empty")
+        context = {
+            name: value.value if isinstance(value, Enum) else value
+            for name, value in {
+                "top_k": top_k,
+                "max_steps": max_steps,
+                "max_failures": max_failures,
+                "max_passages": max_passages,
+                "task": task,
+                "profile": profile,
+                "temperature": temperature,
+                "top_p": top_p,
+                "max_tokens": max_tokens,
+            }.items()
+            if value is not None
+        }
+        # Validate the settings before starting a model: the context dataclass owns the rules.
+        schema = DeepNoteContext if method is Method.deepnote else AdaptiveNoteContext
+        schema(**context)
+
+        from noterag.retrievers import load_retriever
+
+        # Open the index before starting a model, so a bad index fails in a blink.
+        retriever = load_retriever(_retriever_spec(index, console))
+        try:
+            import noterag
+
+            chat_model = _load_model(model, console)
+            graph = noterag.build_graph(method.value, model=chat_model, retriever=retriever)
+            with _leave_at_once_on_interrupt():
+                final = _run(graph, question.strip(), context, console)
+        finally:
+            # The local server would also stop at interpreter exit; stopping it here keeps
+            # the exit quick and ordered.
+            _stop_local_model()
+        _print_result(final, as_json)
+        _summary(final, console, time.perf_counter() - started)
+
+
+@contextmanager
+def _leave_at_once_on_interrupt() -> Iterator[None]:
+    """Ctrl+C during a run exits now. A KeyboardInterrupt would unwind through LangGraph's
+    worker threads and the local server's orderly stop, both of which wait for the model
+    request in flight (15 s to minutes measured here with the local model on a busy machine)."""
+    # Off the main thread no handler can be set; an ignored SIGINT (nohup, `&`) stays ignored.
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    ):
+        yield
+        return
+
+    def leave(signum: int, frame: Any) -> None:
+        _kill_local_model()
+        # os.write, not print: the main thread may be inside a write to stderr right now.
+        reset = "\r\x1b[2K\x1b[?25h" if sys.stderr.isatty() else ""  # clear spinner, show cursor
+        os.write(2, f"{reset}error: interrupted\n".encode())
+        os._exit(1)
+
+    previous = signal.signal(signal.SIGINT, leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stderr_console(quiet: bool = False) -> Console:
+    # soft_wrap: a long line stays one line when stderr is a file or pipe.
+    return Console(stderr=True, quiet=quiet, highlight=False, soft_wrap=True)
+
+
+_SCHEME = re.compile(r"^[a-z][a-z0-9+]*:", re.IGNORECASE)
+
+
+def _retriever_spec(index: str | None, console: Console) -> str:
+    index = index if index is not None else (os.environ.get("NOTERAG_INDEX") or None)
+    if index is None:
+        from noterag.sample import sample_index
+
+        with _status(console, "preparing the sample index…"):
+            path = sample_index()
+        console.print(
+            Text(
+                "no --index and no NOTERAG_INDEX: using the bundled sample corpus "
+                "(build your own with `noterag index`)",
+                style="dim",
+            )
+        )
+        return f"bm25:{path}"
+    if not index.strip():
+        raise IndexNotFoundError("the --index value is empty")
+    spec = index if _SCHEME.match(index) and not Path(index).exists() else f"bm25:{index}"
+    if spec.startswith("bm25:"):
+        path = Path(spec[len("bm25:") :]).expanduser()
+        if not path.is_dir():
+            raise IndexNotFoundError(
+                f"index directory not found: {path} (build one with `noterag index CORPUS "
+                f"--out {path}`)"
+            )
+    return spec
+
+
+def _load_model(spec: str | None, console: Console) -> Any:
+    from noterag import models
+
+    spec = (spec if spec is not None else os.environ.get("NOTERAG_MODEL", "local")).strip()
+    if not spec:
+        raise ConfigError("the --model value is empty")
+    global _local_pid
+    label = "starting the local model…" if spec == "local" else f"connecting to {spec}…"
+    running = models.local_server_pid()
+    with _status(console, label):
+        chat_model = models.load_chat_model(spec)
+        if running is None:
+            _local_pid = models.local_server_pid()
+        # Fail in seconds with the endpoint's URL rather than after the client's retries.
+        models.check_model_reachable(chat_model)
+    return chat_model
+
+
+def _status(console: Console, message: str) -> Any:
+    if console.quiet or not console.is_terminal:
+        return nullcontext()
+    return console.status(message)
+
+
+def _run(graph: Any, question: str, context: dict[str, Any], console: Console) -> dict[str, Any]:
+    progress = _Progress(console)
+    final: dict[str, Any] | None = None
+    # No "messages" mode: it makes every ChatOpenAI call stream (not only the answer's), and
+    # streamed replies from llama.cpp and most OpenAI-compatible servers carry no token usage,
+    # which would zero the cost report.
+    with progress.live():
+        for mode, chunk in graph.stream(
+            {"question": question}, context=context, stream_mode=["custom", "values"]
+        ):
+            if mode == "values":
+                final = chunk
+            else:
+                progress.event(chunk)
+    if not final or "answer" not in final:
+        raise NoteragError("the run ended without an answer")
+    return dict(final)
+
+
+class _Progress:
+    """Renders the graph's custom events as one line each on stderr."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._status: Any = None
+
+    @contextmanager
+    def live(self) -> Iterator[None]:
+        if self.console.quiet or not self.console.is_terminal:
+            yield
+            return
+        with self.console.status("retrieving…") as status:
+            self._status = status
+            try:
+                yield
+            finally:
+                self._status = None
+
+    def _say(self, step: int | None, text: Text) -> None:
+        line = Text(f"[step {step}] " if step is not None else "", style="dim")
+        line.append_text(text)
+        self.console.print(line)
+
+    def _spin(self, message: str) -> None:
+        if self._status is not None:
+            self._status.update(message)
+
+    def event(self, event: Any) -> None:
+        if not isinstance(event, dict):
+            return
+        kind, step = event.get("type"), event.get("step")
+        if kind == "passages":
+            passages = event.get("passages") or []
+            titles = [p.get("title") or p.get("id", "?") for p in passages]
+            noun = _plural(len(passages), "passage")
+            what = f"{noun} for the question" if step == 0 else f"new {noun}"
+            text = Text(f"retrieved {len(passages)} {what}", style="cyan")
+            if titles:
+                text.append(": " + " · ".join(titles))
+            self._say(step, text)
+            self._spin("writing the note…" if step == 0 else "updating the note…")
+        elif kind == "note":
+            words = len(str(event.get("note") or "").split())
+            self._say(step, Text(f"initial note written ({words} words)", style="cyan"))
+            self._spin("thinking…")
+        elif kind == "queries":
+            queries = event.get("queries") or []
+            if not queries:
+                self._say(step, Text("no new query", style="yellow"))
+            for query in queries:
+                self._say(step, Text("new query: ", style="cyan") + Text(str(query)))
+            self._spin("retrieving…")
+        elif kind == "verdict":
+            reason = str(event.get("reason") or "")
+            if event.get("accepted"):
+                text = Text("note accepted", style="green")
+            else:
+                text = Text("note rejected", style="red")
+            if reason:
+                text.append(f" ({reason})")
+            self._say(step, text)
+            self._spin("thinking…")
+        elif kind == "answer" and not sys.stdout.isatty():
+            # On a terminal the answer follows on stdout; repeat it here only when stdout
+            # goes elsewhere, so the person watching still sees it.
+            self._say(None, Text("answer: ", style="bold") + Text(str(event.get("answer", ""))))
+
+
+def _print_result(final: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(final, ensure_ascii=False, indent=2, default=str))
+    else:
+        click.echo(final.get("answer", ""))
+
+
+def _summary(final: dict[str, Any], console: Console, elapsed: float) -> None:
+    steps, calls = final.get("steps", 0), final.get("llm_calls", 0)
+    passages = len(final.get("passage_ids") or [])
+    tokens = final.get("prompt_tokens", 0), final.get("completion_tokens", 0)
+    parts = [
+        f"stopped: {final.get('stop_reason') or 'done'}",
+        f"{steps} {_plural(steps, 'step')}",
+        f"{calls} LLM {_plural(calls, 'call')}",
+        f"{tokens[0]:,} prompt + {tokens[1]:,} completion tokens",
+        f"{passages} {_plural(passages, 'passage')}",
+        f"{elapsed:.1f} s",
+    ]
+    console.print(Text(" · ".join(parts), style="dim"))
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (``noterag``, ``python -m noterag``)."""
+    try:
+        app(args=argv, prog_name="noterag")
+    except SystemExit as exc:
+        if _interrupted:
+            # Worker threads may still sit in a model request; don't wait for them.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exc.code if isinstance(exc.code, int) else 1)
+        raise

@@ -1,0 +1,538 @@
+"""Embedded, persistent BM25 over a passage corpus, backed by tantivy.
+
+Index layout: a directory holding a tantivy index plus ``noterag-index.json`` (the manifest:
+kind, count, analyzer, format version). Fields: ``id`` (raw, stored; the delete key),
+``title`` and ``text`` (analyzed, stored). Scoring is tantivy's BM25 (k1=1.2, b=0.75), computed
+per field and summed, so a query word found in the title counts in addition to the text.
+
+Analysis (the same for indexing and querying, chosen from the manifest at load time):
+
+* ``english`` (default): split on every non-alphanumeric character, drop tokens over 40
+  chars, lowercase, remove Lucene's 33 English stop words, Snowball English stemmer. This is
+  Elasticsearch's ``english`` analyzer in spirit (ES stems with Porter, splits with UAX#29,
+  strips possessives). On HotpotQA dev500 it gives gold recall@5 0.83 against 0.82 for
+  ``standard``, and stop words keep OR queries over millions of passages cheap.
+* ``standard``: the same without stop words and stemming (Lucene's ``standard`` in spirit).
+
+Queries never go through tantivy's query parser, which raises on LLM-style text (``AND``,
+``C++``, ``foo~2``, quotes, colons): the query is analyzed into tokens and turned into a
+boolean OR of term queries on title and text, each token boosted by its count in the query
+(Lucene/Pyserini's bag-of-words query).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import tantivy
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+
+from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+
+from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
+
+MANIFEST_NAME = "noterag-index.json"
+FORMAT_VERSION = 1
+KIND = "bm25"
+SEARCHED_FIELDS = ("title", "text")
+DEFAULT_ANALYZER = "english"
+_TOKENIZER_NAME = "noterag"  # the name the analyzer is registered under in the schema
+BUILD_HINT = "build one with `noterag index CORPUS --out DIR`"
+
+_ANALYZER_DESCRIPTIONS = {
+    "english": "simple tokenizer, remove_long(40), lowercase, stopwords(english), stemmer(english)",
+    "standard": "simple tokenizer, remove_long(40), lowercase",
+}
+
+
+def make_analyzer(name: str) -> tantivy.TextAnalyzer:
+    """The tantivy analyzer called ``name``; used for both the index and the queries."""
+    if name not in _ANALYZER_DESCRIPTIONS:
+        known = ", ".join(sorted(_ANALYZER_DESCRIPTIONS))
+        raise ConfigError(f"unknown BM25 analyzer {name!r} (known: {known})")
+    builder = (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+    )
+    if name == "english":
+        builder = builder.filter(tantivy.Filter.stopword("english")).filter(
+            tantivy.Filter.stemmer("english")
+        )
+    return builder.build()
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("title", stored=True, tokenizer_name=_TOKENIZER_NAME)
+    builder.add_text_field("text", stored=True, tokenizer_name=_TOKENIZER_NAME)
+    return builder.build()
+
+
+# --------------------------------------------------------------------------------------------
+# Building
+
+
+@dataclass
+class BuildStats:
+    """What ``build_bm25_index`` did."""
+
+    index_dir: str
+    passages: int
+    skipped_lines: int
+    seconds: float
+
+
+def build_bm25_index(
+    corpus_path: str | os.PathLike[str],
+    index_dir: str | os.PathLike[str],
+    *,
+    progress: bool = True,
+    skip_bad_lines: bool = False,
+    heap_mb: int = 512,
+    num_threads: int | None = None,
+    analyzer: str = DEFAULT_ANALYZER,
+) -> BuildStats:
+    """Index a JSONL corpus into ``index_dir``, replacing any noterag index already there.
+
+    The index is built in a temporary sibling directory and renamed into place only when
+    complete, so an interrupted or failed build leaves a previous index untouched. The corpus
+    is streamed (constant memory apart from tantivy's ``heap_mb`` indexing budget).
+    """
+    corpus_path = Path(corpus_path)
+    # Resolved so that "." or "idx/.." still have a parent to hold the temporary sibling.
+    index_dir = Path(index_dir).resolve()
+    _refuse_to_clobber(index_dir)
+    make_analyzer(analyzer)  # an unknown name fails before anything is written
+    # Checked before creating anything, so a typo leaves no temporary directory behind.
+    open_corpus(corpus_path).close()
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    # A sibling, so the final rename stays on one filesystem (atomic). Not mkdtemp: its 0700
+    # mode would survive the rename and hide the index from other users.
+    tmp_dir = index_dir.with_name(f".{index_dir.name}.building-{uuid.uuid4().hex[:12]}")
+    tmp_dir.mkdir()
+    try:
+        stats = _write_index(
+            corpus_path, tmp_dir, progress, skip_bad_lines, heap_mb, num_threads, analyzer
+        )
+        _write_manifest(tmp_dir, _new_manifest(corpus_path, stats, analyzer))
+        _swap_into_place(tmp_dir, index_dir)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return BuildStats(
+        index_dir=str(index_dir),
+        passages=stats.passages,
+        skipped_lines=stats.skipped,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _refuse_to_clobber(index_dir: Path) -> None:
+    """Never replace a directory that is not ours: it could be the user's data."""
+    if not index_dir.exists():
+        return
+    if not index_dir.is_dir():
+        raise ConfigError(f"index output {index_dir} exists and is not a directory")
+    if any(index_dir.iterdir()) and not (index_dir / MANIFEST_NAME).is_file():
+        raise ConfigError(
+            f"index output {index_dir} exists and is not a noterag index "
+            f"(no {MANIFEST_NAME}); choose another directory or remove it"
+        )
+
+
+def _writer_threads(heap_mb: int, num_threads: int | None) -> int:
+    if num_threads is not None:
+        return max(1, num_threads)
+    # tantivy needs at least ~15 MB of heap per indexing thread and gains little past 8.
+    return max(1, min(os.cpu_count() or 1, 8, heap_mb // 32))
+
+
+def _write_index(
+    corpus_path: Path,
+    target: Path,
+    progress: bool,
+    skip_bad_lines: bool,
+    heap_mb: int,
+    num_threads: int | None,
+    analyzer: str,
+) -> CorpusStats:
+    index = tantivy.Index(_schema(), path=str(target), reuse=False)
+    index.register_tokenizer(_TOKENIZER_NAME, make_analyzer(analyzer))
+    threads = _writer_threads(heap_mb, num_threads)
+    try:
+        writer = index.writer(heap_size=heap_mb * 1_000_000, num_threads=threads)
+    except ValueError as exc:
+        raise ConfigError(
+            f"cannot start the indexer with heap_mb={heap_mb} and {threads} threads ({exc})"
+        ) from None
+    stats = CorpusStats()
+    passages = iter_corpus(corpus_path, skip_bad_lines=skip_bad_lines, stats=stats)
+    try:
+        with _ProgressReporter(progress, corpus_path, stats) as report:
+            for n, passage in enumerate(passages, start=1):
+                writer.add_document(_to_document(passage))
+                if n % 2000 == 0:
+                    report()
+            report()
+        writer.commit()
+    except BaseException:
+        writer.rollback()
+        raise
+    finally:
+        writer.wait_merging_threads()
+    return stats
+
+
+def _to_document(passage: Passage) -> tantivy.Document:
+    return tantivy.Document(id=passage["id"], title=passage["title"], text=passage["text"])
+
+
+class _ProgressReporter:
+    """A rich progress bar over the corpus bytes (no counting pass over a huge file)."""
+
+    def __init__(self, enabled: bool, corpus_path: Path, stats: CorpusStats) -> None:
+        self._stats = stats
+        self._progress = None
+        if enabled:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("[bold]indexing[/bold] {task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TextColumn("{task.fields[passages]:,} passages"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                # stderr keeps stdout clean for whatever the caller prints.
+                console=Console(stderr=True),
+            )
+            self._task = self._progress.add_task(
+                corpus_path.name, total=corpus_path.stat().st_size, passages=0
+            )
+
+    def __enter__(self) -> Callable[[], None]:
+        if self._progress is not None:
+            self._progress.start()
+        return self._report
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def _report(self) -> None:
+        if self._progress is not None:
+            self._progress.update(
+                self._task, completed=self._stats.bytes_read, passages=self._stats.passages
+            )
+
+
+def _new_manifest(corpus_path: Path, stats: CorpusStats, analyzer: str) -> dict[str, Any]:
+    return {
+        "kind": KIND,
+        "format_version": FORMAT_VERSION,
+        "engine": "tantivy",
+        "count": stats.passages,
+        "skipped_lines": stats.skipped,
+        "analyzer": analyzer,
+        "tokenizer": _ANALYZER_DESCRIPTIONS[analyzer],
+        "fields": list(SEARCHED_FIELDS),
+        "scoring": "BM25 k1=1.2 b=0.75, summed over title and text",
+        "corpus": str(corpus_path.resolve()),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _write_manifest(index_dir: Path, manifest: dict[str, Any]) -> None:
+    tmp = index_dir / f"{MANIFEST_NAME}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, index_dir / MANIFEST_NAME)
+
+
+def _swap_into_place(built: Path, index_dir: Path) -> None:
+    """Rename ``built`` to ``index_dir``; an old index is moved aside first, then removed.
+
+    Between the two renames ``index_dir`` briefly does not exist, but it never holds a partial
+    index that would load.
+    """
+    old = None
+    if index_dir.exists():
+        old = index_dir.with_name(f".{index_dir.name}.old-{uuid.uuid4().hex[:8]}")
+        os.rename(index_dir, old)
+    try:
+        os.rename(built, index_dir)
+    except BaseException:
+        if old is not None:
+            os.rename(old, index_dir)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Loading and searching
+
+
+def read_manifest(index_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The manifest of a noterag index; ``IndexNotFoundError`` when there is none."""
+    index_dir = Path(index_dir)
+    if not index_dir.exists():
+        raise IndexNotFoundError(f"index not found: {index_dir} does not exist; {BUILD_HINT}")
+    if not index_dir.is_dir():
+        raise IndexNotFoundError(f"{index_dir} is a file, not an index directory; {BUILD_HINT}")
+    path = index_dir / MANIFEST_NAME
+    if not path.is_file():
+        raise IndexNotFoundError(
+            f"{index_dir} is not a noterag BM25 index (no {MANIFEST_NAME}); {BUILD_HINT}"
+        )
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexNotFoundError(f"{path} is unreadable ({exc}); rebuild the index") from None
+    if not isinstance(manifest, dict):
+        raise IndexNotFoundError(f"{path} is not a JSON object; rebuild the index")
+    return manifest
+
+
+class Bm25Index:
+    """An opened BM25 index: searching, plus adding and deleting passages in place."""
+
+    def __init__(self, index_dir: str | os.PathLike[str]) -> None:
+        self.index_dir = Path(index_dir)
+        self.manifest = read_manifest(self.index_dir)
+        self._check_manifest()
+        self.analyzer = make_analyzer(self.manifest.get("analyzer", DEFAULT_ANALYZER))
+        try:
+            self._index = tantivy.Index.open(str(self.index_dir))
+        except (OSError, ValueError) as exc:
+            raise IndexNotFoundError(
+                f"{self.index_dir}: the tantivy index cannot be opened ({exc}); rebuild it"
+            ) from None
+        # Writers need the analyzer under the name stored in the schema; searches do not.
+        self._index.register_tokenizer(_TOKENIZER_NAME, self.analyzer)
+        self._schema = self._index.schema
+        self._write_lock = threading.Lock()
+
+    def _check_manifest(self) -> None:
+        kind = self.manifest.get("kind")
+        if kind != KIND:
+            raise IndexNotFoundError(
+                f"{self.index_dir} holds a noterag {kind!r} index, not a BM25 index"
+            )
+        version = self.manifest.get("format_version")
+        analyzer = self.manifest.get("analyzer", DEFAULT_ANALYZER)
+        if (
+            not isinstance(version, int)
+            or version > FORMAT_VERSION
+            or not isinstance(analyzer, str)
+            or analyzer not in _ANALYZER_DESCRIPTIONS
+        ):
+            raise IndexNotFoundError(
+                f"{self.index_dir} has index format {version!r} with analyzer {analyzer!r}; "
+                f"this noterag reads format {FORMAT_VERSION} with analyzers "
+                f"{', '.join(sorted(_ANALYZER_DESCRIPTIONS))}: upgrade noterag or rebuild the index"
+            )
+
+    @property
+    def num_passages(self) -> int:
+        return self._index.searcher().num_docs
+
+    def query_tokens(self, query: str) -> list[str]:
+        """The query's terms, analyzed exactly as the indexed text was."""
+        return self.analyzer.analyze(query)
+
+    def build_query(self, query: str) -> tantivy.Query | None:
+        """Bag-of-words OR query over title and text; ``None`` if no token survives analysis."""
+        counts = Counter(self.query_tokens(query))
+        clauses = []
+        for token, count in counts.items():
+            for field in SEARCHED_FIELDS:
+                term = tantivy.Query.term_query(self._schema, field, token)
+                if count > 1:
+                    term = tantivy.Query.boost_query(term, float(count))
+                clauses.append((tantivy.Occur.Should, term))
+        return tantivy.Query.boolean_query(clauses) if clauses else None
+
+    def search(self, query: str, k: int) -> list[tuple[Passage, float]]:
+        """The top ``k`` passages for ``query`` with their BM25 scores, best first."""
+        if k <= 0:
+            return []
+        tantivy_query = self.build_query(query)
+        if tantivy_query is None:
+            return []
+        searcher = self._index.searcher()
+        # tantivy sizes its top-k heap by the limit: never ask for more than exist.
+        limit = min(k, searcher.num_docs)
+        if limit == 0:
+            return []
+        result = searcher.search(tantivy_query, limit=limit, count=False)
+        hits = []
+        for score, address in result.hits:
+            doc = searcher.doc(address)
+            passage = {field: (doc.get_first(field) or "") for field in ("id", "title", "text")}
+            hits.append((passage, float(score)))
+        return hits
+
+    def upsert(self, passages: Iterable[dict[str, Any]]) -> int:
+        """Add ``{id, title?, text}`` passages; an already indexed id is replaced. Returns the count."""
+        with self._write_lock, self._writer() as writer:
+            n = 0
+            for raw in passages:
+                passage = {
+                    "id": str(raw["id"]),
+                    "title": raw.get("title") or "",
+                    "text": raw["text"],
+                }
+                # Deletes apply only to documents added before them, so the new one survives.
+                writer.delete_documents_by_term("id", passage["id"])
+                writer.add_document(_to_document(passage))
+                n += 1
+        self._refresh_manifest()
+        return n
+
+    def delete(self, ids: Iterable[str]) -> None:
+        """Remove the passages with these ids (unknown ids are ignored)."""
+        with self._write_lock, self._writer() as writer:
+            for passage_id in ids:
+                writer.delete_documents_by_term("id", str(passage_id))
+        self._refresh_manifest()
+
+    def _writer(self) -> _CommittingWriter:
+        try:
+            writer = self._index.writer(heap_size=64_000_000, num_threads=1)
+        except ValueError as exc:
+            # tantivy allows one writer per index; another process may be writing.
+            raise NoteragError(f"{self.index_dir}: cannot open the index for writing ({exc})")
+        return _CommittingWriter(writer, self._index)
+
+    def _refresh_manifest(self) -> None:
+        self.manifest["count"] = self.num_passages
+        self.manifest["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
+        _write_manifest(self.index_dir, self.manifest)
+
+
+class _CommittingWriter:
+    """Commit on success, roll back on error, and always release tantivy's writer lock."""
+
+    def __init__(self, writer: tantivy.IndexWriter, index: tantivy.Index) -> None:
+        self._writer, self._index = writer, index
+
+    def __enter__(self) -> tantivy.IndexWriter:
+        return self._writer
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        try:
+            if exc_type is None:
+                self._writer.commit()
+            else:
+                self._writer.rollback()
+        finally:
+            self._writer.wait_merging_threads()
+        self._index.reload()
+
+
+# --------------------------------------------------------------------------------------------
+# LangChain retriever
+
+
+class BM25Retriever(BaseRetriever):
+    """BM25 over a noterag index directory (see ``build_bm25_index``).
+
+    ``k`` is the default number of passages; ``retriever.invoke(query, k=3)`` overrides it per
+    call. The index is opened on first use and shared by concurrent calls.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    index_dir: str
+    k: int = Field(default=5, ge=1)
+
+    _index: Bm25Index | None = PrivateAttr(default=None)
+    _open_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @field_validator("index_dir", mode="before")
+    @classmethod
+    def _path_to_str(cls, value: Any) -> Any:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    def load(self) -> Bm25Index:
+        """Open the index (once) and return it; raises ``IndexNotFoundError`` if it is not there."""
+        if self._index is None:
+            with self._open_lock:
+                if self._index is None:
+                    self._index = Bm25Index(self.index_dir)
+        return self._index
+
+    def search(self, query: str, k: int | None = None) -> list[Document]:
+        """The top ``k`` passages as Documents, without LangChain callbacks."""
+        hits = self.load().search(query, self._resolve_k(k))
+        return [_to_langchain(passage, score) for passage, score in hits]
+
+    def search_many(self, queries: Sequence[str], k: int | None = None) -> list[list[Document]]:
+        """``search`` for each query, in order, without per-query callback overhead.
+
+        Sequential on purpose: measured here, a thread pool gave no speed-up (the per-hit
+        document loading holds the GIL).
+        """
+        return [self.search(query, k) for query in queries]
+
+    def _resolve_k(self, k: int | None) -> int:
+        if k is None:
+            return self.k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"k must be a non-negative integer, got {k!r}")
+        return k
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+    ) -> list[Document]:
+        return self.search(query, k)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+    ) -> list[Document]:
+        # tantivy is synchronous; a thread keeps the event loop (and other graph branches) free.
+        return await asyncio.to_thread(self.search, query, k)
+
+
+def _to_langchain(passage: Passage, score: float) -> Document:
+    return Document(
+        page_content=passage["text"],
+        id=passage["id"],
+        metadata={"id": passage["id"], "title": passage["title"], "score": score},
+    )

