@@ -62,9 +62,23 @@ class Deps:
     context_schema: type[RunContext]
     stop_rule: Callable[[Mapping[str, Any], Any, Profile], str | None] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    # stage -> model role where one role serves several stages (ReSP's reasoner: judge, plan);
+    # a stage not listed is its own role
+    stage_roles: Mapping[str, str] = field(default_factory=dict)
 
-    def model_for(self, role: str) -> BaseChatModel:
-        return self.models.get(role) or self.models["default"]
+    _quiet: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
+
+    def model_for(self, stage: str, *, stream: bool = False) -> BaseChatModel:
+        """The stage's model. Internal calls get a copy that never streams: under
+        ``stream_mode="messages"`` LangGraph would otherwise make every call stream, and the
+        streamed replies of many endpoints carry no token usage."""
+        role = self.stage_roles.get(stage, stage)
+        model = self.models.get(role) or self.models["default"]
+        if stream:
+            return model
+        if role not in self._quiet:
+            self._quiet[role] = model.model_copy(update={"disable_streaming": True})
+        return self._quiet[role]
 
 
 @dataclass(frozen=True)
@@ -154,7 +168,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
             if isinstance(effect, Search):
                 docs = deps.retriever.invoke(effect.query, k=effect.k)
                 return [to_passage(d) for d in docs[: effect.k]]
-            message = deps.model_for(effect.stage).invoke(
+            message = deps.model_for(effect.stage, stream=effect.stream).invoke(
                 effect.prompt, config=_ask_config(effect), **env.ctx.sampling()
             )
             tally.add(message)
@@ -176,7 +190,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
             if isinstance(effect, Search):
                 docs = await _asearch(deps.retriever, effect)
                 return [to_passage(d) for d in docs[: effect.k]]
-            message = await deps.model_for(effect.stage).ainvoke(
+            message = await deps.model_for(effect.stage, stream=effect.stream).ainvoke(
                 effect.prompt, config=_ask_config(effect), **env.ctx.sampling()
             )
             tally.add(message)

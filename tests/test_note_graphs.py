@@ -338,3 +338,28 @@ def test_studio_schemas_carry_field_descriptions():
     assert {"answer", "best_note", "trace"} <= set(graph.get_output_jsonschema()["properties"])
     an = noterag.build_graph("adaptive-note", model=ScriptedModel(), retriever=KeywordRetriever(passages=CORPUS))
     assert an.get_context_jsonschema()["properties"]["max_failures"]["default"] == 1
+
+
+class StreamingScripted(ScriptedModel):
+    """Streams like an endpoint whose streamed replies carry no token usage."""
+
+    def _stream(self, messages, stop=None, run_manager=None, **kwargs):
+        from langchain_core.messages import AIMessageChunk
+        from langchain_core.outputs import ChatGenerationChunk
+
+        result = self._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        text = result.generations[0].message.content
+        self._calls[-1] = (self._calls[-1][0] + ":streamed", self._calls[-1][1])
+        yield ChatGenerationChunk(message=AIMessageChunk(content=text))
+
+
+def test_only_the_answer_streams_so_internal_calls_keep_their_usage():
+    model = StreamingScripted(script=script())
+    graph = noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    final = None
+    for mode, chunk in graph.stream({"question": QUESTION}, context={"max_steps": 1, "top_k": 2}, stream_mode=["messages", "values"]):
+        if mode == "values":
+            final = chunk
+    assert model.stages == ["init_note", *LOOP, "answer:streamed"]
+    internal = [p for s, p in model.calls if not s.endswith(":streamed")]
+    assert final["prompt_tokens"] == sum(len(p.split()) for p in internal)
