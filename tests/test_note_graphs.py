@@ -360,6 +360,8 @@ def test_only_the_answer_streams_so_internal_calls_keep_their_usage():
     for mode, chunk in graph.stream({"question": QUESTION}, context={"max_steps": 1, "top_k": 2}, stream_mode=["messages", "values"]):
         if mode == "values":
             final = chunk
-    assert model.stages == ["init_note", *LOOP, "answer:streamed"]
+    # the answer is the only call that streamed (the last one)
+    assert [s.endswith(":streamed") for s in model.stages] == [False] * 4 + [True]
+    assert model.stages[:4] == ["init_note", *LOOP]
     internal = [p for s, p in model.calls if not s.endswith(":streamed")]
     assert final["prompt_tokens"] == sum(len(p.split()) for p in internal)
