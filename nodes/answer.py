@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from noterag.nodes.step import Ask, Env, StepGen, emit
 
+# What each answer-prompt slot is filled with; a prompt uses the slots it declares (the note
+# methods: the best note only; ReSP: its memory queues; vanilla RAG: the passages).
+_SLOTS: dict[str, Callable[[dict[str, Any], Env], str]] = {
+    "query": lambda state, env: state["question"],
+    "note": lambda state, env: state["best_note"],
+    "memory": lambda state, env: state["memory"],
+    "refs": lambda state, env: env.profile.format_passages(state["passages"]),
+}
+
 
 def answer(state: dict[str, Any], env: Env) -> StepGen:
-    """Answer the question from the best note only, with the task's prompt. This is the one
-    call whose tokens stream to ``stream_mode="messages"``."""
+    """Answer the question with the task's prompt, from what that prompt reads (the best note,
+    the memory, the passages or the question alone). This is the one call whose tokens stream
+    to ``stream_mode="messages"``."""
     task = state.get("task") or env.ctx.task
+    prompt = env.prompts.answer_for(task)
     reply = yield Ask(
         "answer",
-        env.prompts.answer_for(task).format(query=state["question"], note=state["best_note"]),
+        prompt.format(**{slot: _SLOTS[slot](state, env) for slot in prompt.slots}),
         stream=True,
     )
     text = reply.strip()

@@ -79,3 +79,88 @@ def official_status(reply: str, *, cut_braces: bool) -> Verdict:
         return Verdict(accepted=str(status).lower() == "true", parsed=True)
     except Exception:  # the official code falls back on every failure, so do we
         return Verdict(accepted="true" in reply.lower(), parsed=False)
+
+
+_WORD = re.compile(r"[a-z]+")
+
+
+def parse_yes_no(reply: str) -> Verdict:
+    """A "Yes"/"No" judgment ("Yes.", "yes, because ...", "**No**"): the first word decides;
+    otherwise the one of yes/no the reply contains ("Answer: Yes"). A reply with neither, or
+    with both and neither first, is an unparsed No (``accepted=False, parsed=False``): the
+    caller decides what an unreadable judgment means and counts it."""
+    words = _WORD.findall(reply.lower())
+    if words and words[0] in ("yes", "no"):
+        return Verdict(accepted=words[0] == "yes", parsed=True)
+    found = {w for w in words if w in ("yes", "no")}
+    if len(found) == 1:
+        return Verdict(accepted=found == {"yes"}, parsed=True)
+    return Verdict(accepted=False, parsed=False)
+
+
+# Labels a model puts before the one question it was asked for: "Sub-question:", "[You Thought]:",
+# "Next question:", "Thought 1:", "Q:" (repeated ones too: "[Your Thought]: Question: ...").
+_LABEL = re.compile(
+    r"^(?:\s*\[?\s*(?:(?:your?|next|new|follow[- ]?up)\s+)*"
+    r"(?:sub[- ]?question|question|thought|query|q)\s*\d*\s*\]?\s*[:：]\s*)+",
+    re.IGNORECASE,
+)
+
+
+def parse_sub_question(reply: str) -> str:
+    """The one question a planning reply asks: its first non-empty line without labels
+    ("Sub-question: ..."), list markers, markdown emphasis or quotes; "" when there is none."""
+    for line in reply.splitlines():
+        text = _LABEL.sub("", line.replace("**", "").replace("__", "").strip().lstrip("#"))
+        if match := _ITEM.match(text):
+            text = match.group("text")
+        if text := _strip_quotes(text):
+            return text
+    return ""
+
+
+_DONE = re.compile(r"\[\s*done\s*\]", re.IGNORECASE)
+_PREFIX = re.compile(r"^\s*(?:passage|response)\s*:\s*", re.IGNORECASE)
+
+
+def until_done(reply: str) -> str:
+    """A written passage up to the "[DONE]" its prompt asks the writer to end with, without the
+    "Passage:"/"Response:" prefix the prompt forbids (small models write both anyway)."""
+    return _PREFIX.sub("", _DONE.split(reply, maxsplit=1)[0]).strip()
+
+
+_NLI = re.compile(
+    r"""nli[\s_-]*result["'“”‘’]?\s*[:=]\s*["'“”‘’]?\s*(?P<value>useful|useless)\b""",
+    re.IGNORECASE,
+)
+
+
+def parse_nli(reply: str) -> Verdict:
+    """Amber's chunk-level verdict ``{"NLI result": "useful"|"useless"}`` (``accepted`` = useful),
+    tolerating code fences, quotes of any kind and case; else the one of useful/useless the
+    reply contains ("useless", "The NLI result is useful."). A reply with neither or both is
+    unparsed (``parsed=False``): the caller decides what that means and counts it."""
+    if match := _NLI.search(reply):
+        return Verdict(accepted=match.group("value").lower() == "useful", parsed=True)
+    found = {w for w in _WORD.findall(reply.lower()) if w in ("useful", "useless")}
+    if len(found) == 1:
+        return Verdict(accepted=found == {"useful"}, parsed=True)
+    return Verdict(accepted=False, parsed=False)
+
+
+# The heading Amber's query prompt asks for, at the start of a line: "### New Question",
+# "**New Question:**", "New question:" (the prompt's own words elsewhere in a line do not count).
+_NEW_QUESTION = re.compile(r"^[ \t#*>]*new[ \t]+question\b[ \t*]*[:：]?[ \t*]*", re.IGNORECASE | re.MULTILINE)
+
+
+def parse_new_question(reply: str) -> str:
+    """The one question after the last "### New Question" heading (on its line or the next
+    non-empty one); without one, the last non-empty line that is not a bare heading; "" when
+    the reply has no text. Labels, list markers, emphasis and quotes are removed."""
+    headings = list(_NEW_QUESTION.finditer(reply))
+    if headings and (question := parse_sub_question(reply[headings[-1].end() :])):
+        return question
+    for line in reversed(reply.splitlines()):
+        if question := parse_sub_question(_NEW_QUESTION.sub("", line)):
+            return question
+    return ""

@@ -16,9 +16,9 @@ def retrieve(state: dict[str, Any], env: Env) -> StepGen:
     results: list[list[Passage]] = yield [Search(q, env.ctx.top_k) for q in queries]
     found = _interleave(results, env.profile.passage_key)
     if "best_note" in state:
-        found = env.profile.select_passages(
-            found, set(state.get("seen", [])), env.ctx.max_passages, env.ctx.top_k
-        )
+        # A method without a passage cap (Amber) has no max_passages field: cap None.
+        cap = getattr(env.ctx, "max_passages", None)
+        found = env.profile.select_passages(found, set(state.get("seen", [])), cap, env.ctx.top_k)
     emit(
         {
             "type": "passages",

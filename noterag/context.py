@@ -86,6 +86,48 @@ class DeepNoteContext(NoteContext):
     """DeepNote's defaults: max_step 3, max_failure 2 (its case studies and official README)."""
 
 
+@dataclass(kw_only=True)
+class ReSPContext(RunContext):
+    """ReSP's iteration cap (paper, Section 5.2: top-5 documents, at most 3 iterations)."""
+
+    max_steps: int = _field(
+        3,
+        "M: the most retrieve-summarize-judge iterations, the first (for the question itself) "
+        "included; then the generator answers from the memory queues.",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_steps < 1:
+            raise ConfigError(f"max_steps must be at least 1, not {self.max_steps}")
+
+
+@dataclass(kw_only=True)
+class AmberContext(RunContext):
+    """Amber's iteration cap (paper, Table 4: max iterations 3) and its ablation switches
+    (Table 2: w/o CF, w/o SF, w/o AMU). There is no passage cap and no failure threshold."""
+
+    max_steps: int = _field(
+        3,
+        "The most iterations of the adaptive information collector, the first (for the "
+        "question itself) included; then the answer is written from the best memory.",
+    )
+    chunk_filter: bool = _field(
+        True, "Chunk-level filter: an NLI verdict per passage drops the useless ones (off: w/o CF)."
+    )
+    sentence_filter: bool = _field(
+        True, "Sentence-level filter: keep only the helpful sentences of each kept passage (off: w/o SF)."
+    )
+    agent_updater: bool = _field(
+        True, "Agent-based memory updater: reviewer, challenger and refiner revise each memory draft (off: w/o AMU)."
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_steps < 1:
+            raise ConfigError(f"max_steps must be at least 1, not {self.max_steps}")
+
+
 def resolve_context(schema: type[RunContext], value: Any) -> RunContext:
     """The run's context as ``schema``: defaults for None, a dict converted, unknown keys refused."""
     if value is None:

@@ -16,7 +16,14 @@ from noterag.errors import ConfigError
 from noterag.nodes.step import Deps
 
 # method name -> module under noterag.graphs
-GRAPH_MODULES = {"adaptive-note": "adaptive_note", "deepnote": "deepnote"}
+GRAPH_MODULES = {
+    "adaptive-note": "adaptive_note",
+    "deepnote": "deepnote",
+    "amber": "amber",
+    "resp": "resp",
+    "no-retrieval": "no_retrieval",
+    "vanilla": "vanilla",
+}
 METHODS = tuple(GRAPH_MODULES)
 
 
@@ -27,8 +34,10 @@ def build_graph(
 
     model: a LangChain chat model, a spec ("openai:<name>", "local") or None (NOTERAG_MODEL,
     else "local"). retriever: a BaseRetriever, a spec ("bm25:<index dir>") or None
-    (NOTERAG_INDEX, else the bundled sample corpus). ``<role>_model=`` gives one step its own
-    model, e.g. ``answer_model=`` (roles: the method's step names).
+    (NOTERAG_INDEX, else the bundled sample corpus). ``<role>_model=`` gives one role its own
+    model, e.g. ``answer_model=`` for the note methods, ``filter_model=`` for Amber's chunk
+    filter, ``reasoner_model=`` / ``summarizer_model=`` / ``generator_model=`` for ReSP (each
+    method module lists its ROLES).
     """
     return graph_module(method).build(model=model, retriever=retriever, **role_models)
 

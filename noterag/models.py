@@ -24,6 +24,7 @@ among them into one-line ``ModelUnavailableError`` messages for the CLI.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import importlib.util
 import json
@@ -51,12 +52,14 @@ __all__ = [
     "LOCAL_MODEL_NAME",
     "ModelSettings",
     "OpenAICompatibleChat",
+    "aload_chat_model",
     "check_model_reachable",
     "find_local_gguf",
     "friendly_model_error",
     "load_chat_model",
     "local_extra_installed",
     "local_server_log",
+    "local_server_pid",
     "local_server_url",
     "start_local_server",
     "stop_local_server",
@@ -132,6 +135,20 @@ def load_chat_model(
         model, inline_url = _split_inline_url(spec[len("openai:") :].strip())
         return _openai_chat_model(model, settings, base_url=base_url or inline_url, api_key=api_key)
     raise ConfigError(f"unknown model spec {spec!r}: use {_ACCEPTED_SPECS}")
+
+
+async def aload_chat_model(
+    spec: BaseChatModel | str | None = None,
+    settings: ModelSettings | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+) -> BaseChatModel:
+    """``load_chat_model`` for async code: starting the local server blocks for a second or two,
+    which ``langgraph dev`` forbids inside async nodes (BlockingError)."""
+    return await asyncio.to_thread(
+        load_chat_model, spec, settings, base_url=base_url, api_key=api_key
+    )
 
 
 def _split_inline_url(rest: str) -> tuple[str, str | None]:
@@ -269,6 +286,9 @@ class _LocalServer:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self, timeout: float = LOCAL_START_TIMEOUT) -> str:
+        url = self._url
+        if url and self._running():  # the common case, without waiting on a starting server
+            return url
         with self._lock:
             if self._running() and self._url:
                 return self._url

@@ -20,11 +20,17 @@ Nodes never test the profile name: they call these strategies.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from noterag.errors import ConfigError
-from noterag.nodes.parsing import Verdict, official_status, parse_questions, parse_status
+from noterag.nodes.parsing import (
+    Verdict,
+    official_status,
+    parse_new_question,
+    parse_questions,
+    parse_status,
+)
 from noterag.state import Passage
 
 
@@ -36,8 +42,8 @@ class Profile:
     # (reply, question, query_log) -> (entries for the query log, queries to search)
     new_queries: Callable[[str, str, Sequence[str]], tuple[list[str], list[str]]]
     passage_key: Callable[[Passage], str]
-    # (retrieved, keys seen so far, passage cap, top_k) -> passages the step keeps
-    select_passages: Callable[[Sequence[Passage], set[str], int, int], list[Passage]]
+    # (retrieved, keys seen so far, passage cap or None, top_k) -> passages the step keeps
+    select_passages: Callable[[Sequence[Passage], set[str], int | None, int], list[Passage]]
     cap_reached: Callable[[int, int], bool]
     parse_verdict: Callable[[str], Verdict]
     clean_note: Callable[[str], str]
@@ -57,15 +63,28 @@ def numbered_passages(passages: Sequence[Passage]) -> str:
 def paper_new_queries(
     reply: str, question: str, query_log: Sequence[str]
 ) -> tuple[list[str], list[str]]:
-    asked = {q.casefold() for q in query_log} | {question.casefold()}
-    fresh = [q for q in parse_questions(reply) if q.casefold() not in asked]
+    fresh = _unasked(parse_questions(reply), question, query_log)
     return fresh, fresh
 
 
+def amber_new_queries(
+    reply: str, question: str, query_log: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """Amber asks for one question, on the line starting with "### New Question"."""
+    fresh = _unasked([parse_new_question(reply)], question, query_log)
+    return fresh, fresh
+
+
+def _unasked(queries: Sequence[str], question: str, query_log: Sequence[str]) -> list[str]:
+    asked = {q.casefold() for q in query_log} | {question.casefold()}
+    return [q for q in queries if q and q.casefold() not in asked]
+
+
 def paper_select(
-    found: Sequence[Passage], seen: set[str], cap: int, top_k: int
+    found: Sequence[Passage], seen: set[str], cap: int | None, top_k: int
 ) -> list[Passage]:
-    room = max(cap - len(seen), 0)
+    # cap None: the method has no passage cap (Amber)
+    room = len(found) if cap is None else max(cap - len(seen), 0)
     return [p for p in found if p["id"] not in seen][:room]
 
 
@@ -134,17 +153,24 @@ def _official(method: str) -> Profile:
 
 
 _OFFICIAL = {method: _official(method) for method in ("adaptive-note", "deepnote")}
+# The official baselines are runs of the Adaptive-Note code (--method base / base_wo_retri):
+# its passage format.
+_OFFICIAL["vanilla"] = _OFFICIAL["no-retrieval"] = _OFFICIAL["adaptive-note"]
+
+
+# Amber's paper profile differs only in how its one new question is read from the reply.
+_PAPER_FOR = {"amber": replace(PAPER, new_queries=amber_new_queries)}
 
 
 def get_profile(name: str, method: str) -> Profile:
     """The strategies of profile ``name`` for ``method``."""
     if name == "paper":
-        return PAPER
+        return _PAPER_FOR.get(method, PAPER)
     if name == "official":
         try:
             return _OFFICIAL[method]
         except KeyError:
             raise ConfigError(
-                f"profile 'official' exists for adaptive-note and deepnote only, not {method}"
+                f"profile 'official' exists for {', '.join(_OFFICIAL)} only, not {method}"
             ) from None
     raise ConfigError(f"profile must be 'paper' or 'official', not {name!r}")

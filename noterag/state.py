@@ -67,3 +67,73 @@ class NoteState(NoteOutput, total=False):
     seen: Annotated[list[str], merge_unique]
     candidate_note: str | None
     unparsed_verdicts: int
+
+
+class AmberOutput(NoteOutput, total=False):
+    """What an Amber run returns. ``best_note`` is Amber's best memory M_opt (the key all note
+    methods share); ``steps`` counts the iterations after the first (trace step 0)."""
+
+    sufficient: bool  # the adaptive information collector's last sufficiency decision
+    unparsed_filters: int  # chunk-filter replies that were not an NLI verdict (passage kept)
+    unparsed_verdicts: int
+
+
+class AmberState(NoteState, AmberOutput, total=False):
+    """Amber's loop state: the output plus the current iteration's working values."""
+
+    filtered: dict[str, Any]  # this iteration's chunk-filter outcome: kept / dropped ids
+    review_info: str  # the reviewer's analysis of the memory draft
+    suggestions: str  # the challenger's suggestions
+    memory_changed: bool  # whether this iteration changed the best memory
+    step_entry: dict[str, Any]  # this iteration's trace entry, completed by the sufficiency check
+
+
+class LocalPathway(TypedDict):
+    """One entry of ReSP's local pathway memory: a retrieved sub-question and its response."""
+
+    sub_question: str
+    response: str
+
+
+class ReSPOutput(CostFields, total=False):
+    """What a ReSP run returns: the two memory queues and their concatenation (``memory``, what
+    the generator read)."""
+
+    question: str
+    answer: str
+    memory: str
+    global_memory: Annotated[list[str], operator.add]
+    local_memory: Annotated[list[LocalPathway], operator.add]
+    query_log: Annotated[list[str], operator.add]  # the planned sub-questions, in order
+    passage_ids: Annotated[list[str], merge_unique]
+    steps: int  # iterations run (Algorithm 1's run_cnt)
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    stop_reason: str
+    unparsed_judgments: int
+
+
+class ReSPState(ReSPOutput, total=False):
+    """ReSP's loop state: the output plus the current iteration's working values."""
+
+    task: str
+    sub_question: str  # set by the plan; absent while the sub-question is the question itself
+    queries: list[str]
+    passages: list[Passage]
+    seen: Annotated[list[str], merge_unique]
+    summaries: dict[str, Any]  # this iteration's global summary and local pathway entry
+    sufficient: bool  # the judge's last verdict
+    stalled: str  # why the plan gave nothing new to retrieve ("" when it did)
+
+
+class BaselineOutput(CostFields, total=False):
+    """What a baseline run returns."""
+
+    question: str
+    answer: str
+    passage_ids: Annotated[list[str], merge_unique]
+
+
+class BaselineState(BaselineOutput, total=False):
+    task: str
+    passages: list[Passage]
+    seen: Annotated[list[str], merge_unique]

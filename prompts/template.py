@@ -39,13 +39,10 @@ class Prompt:
 
 
 @dataclass(frozen=True)
-class NotePrompts:
-    """The prompts of one note-centric method: one per stage, one answer prompt per task."""
+class AnswerPrompts:
+    """One answer prompt per task: what every method's prompt set has (the baselines' is only
+    this). The shared answer step fills the slots the task's prompt declares."""
 
-    init_note: Prompt
-    refine_query: Prompt
-    accumulate: Prompt
-    review: Prompt
     answer: dict[str, Prompt]
 
     def answer_for(self, task: str) -> Prompt:
@@ -55,3 +52,13 @@ class NotePrompts:
             raise ConfigError(
                 f"no answer prompt for task {task!r}; this method has {sorted(self.answer)}"
             ) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotePrompts(AnswerPrompts):
+    """The prompts of one note-centric method: one per stage, one answer prompt per task."""
+
+    init_note: Prompt
+    refine_query: Prompt
+    accumulate: Prompt
+    review: Prompt

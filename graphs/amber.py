@@ -1,0 +1,121 @@
+"""Amber (Qin et al., 2025): Adaptive memory-based optimization for enhanced RAG.
+
+    q_0 = q;  M_0 = {};  t = 0
+    loop:
+        C_t = retrieve(q_t)                                       retrieve   (unseen passages only)
+        C_t = {c in C_t : F(q, c) = useful}                       chunk_filter     (concurrent)
+        P_t = {helpful sentences of c : c in C_t}                 sentence_filter  (concurrent)
+        m = LLM_init(q, P_t)            if t = 0                  init_memory
+        m = LLM_update(q, P_t, M_opt)   else                      accumulate
+        a = Reviewer(q, P_t, m)                                   reviewer
+        s = Challenger(q, P_t, m, a)                              challenger
+        m = Refiner(q, P_t, m, a, s)                              refiner
+        M_opt = m  if t = 0 or f_c(q, M_opt, m) = True            memory_update
+        stop if t + 1 >= max_steps or Sufficient(q, M_opt)        sufficiency   (adaptive information
+        q_{t+1} = LLM_q(q, M_opt, query_log);  t += 1             refine_query   collector)
+    answer = LLM_task(q, M_opt)                                   answer
+
+max_steps (3) counts every iteration, the first (for q itself) included: Section 3.4 starts the
+collector's loop at q_0 = q, and Table 4's "max iterations" (1, 2, 3) count that first one. The
+state's ``steps`` is t of the last iteration (trace step 0 is the first one), as for the other
+note methods. ``best_note`` holds M_opt. Both stop conditions are the conditional edge after
+``sufficiency``; see noterag.nodes.amber for what the paper leaves open (t = 0 without a
+comparison, when the sufficiency check is skipped, parse fallbacks) and noterag.prompts.amber
+for the prompts (the note-updating, sufficiency and answer prompts are not Amber's own).
+
+Context switches ablate as Table 2: chunk_filter (w/o CF), sentence_filter (w/o SF), both
+(w/o ALL), agent_updater (w/o AMU); a switched-off step passes its input on without a call.
+Model roles (``<role>_model=``): every stage. The paper's multi-granular content filter is one
+fine-tuned model for both levels: pass it as ``filter_model`` and ``extract_model``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from noterag.context import AmberContext, resolve_context
+from noterag.methods import lazy_graph, method_deps
+from noterag.nodes.amber import (
+    amber_stop,
+    challenger,
+    chunk_filter,
+    init_memory,
+    memory_update,
+    refiner,
+    reviewer,
+    sentence_filter,
+    sufficiency,
+)
+from noterag.nodes.answer import answer
+from noterag.nodes.notes import accumulate, refine_query
+from noterag.nodes.retrieve import retrieve
+from noterag.nodes.step import node
+from noterag.prompts import amber as prompts
+from noterag.state import AmberOutput, AmberState, QuestionInput
+
+NAME = "amber"
+ROLES = (
+    "filter",
+    "extract",
+    "init_note",
+    "accumulate",
+    "reviewer",
+    "challenger",
+    "refiner",
+    "review",
+    "sufficiency",
+    "refine_query",
+    "answer",
+)
+
+
+def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
+    deps = method_deps(NAME, prompts, AmberContext, ROLES, model, retriever, role_models)
+    deps.stop_rule = amber_stop
+
+    def draft(state: AmberState) -> Literal["init_memory", "accumulate"]:
+        return "accumulate" if "best_note" in state else "init_memory"
+
+    def collect(state: AmberState, runtime: Runtime) -> Literal["refine_query", "answer"]:
+        stop = amber_stop(state, resolve_context(AmberContext, runtime.context))
+        return "answer" if stop else "refine_query"
+
+    graph = StateGraph(
+        AmberState, context_schema=AmberContext, input_schema=QuestionInput, output_schema=AmberOutput
+    )
+    loop = (
+        retrieve,
+        chunk_filter,
+        sentence_filter,
+        init_memory,
+        accumulate,
+        reviewer,
+        challenger,
+        refiner,
+        memory_update,
+        sufficiency,
+        refine_query,
+        answer,
+    )
+    for step in loop:
+        graph.add_node(step.__name__, node(step, deps))
+    graph.add_edge(START, "retrieve")
+    graph.add_edge("retrieve", "chunk_filter")
+    graph.add_edge("chunk_filter", "sentence_filter")
+    graph.add_conditional_edges("sentence_filter", draft)
+    graph.add_edge("init_memory", "reviewer")
+    graph.add_edge("accumulate", "reviewer")
+    graph.add_edge("reviewer", "challenger")
+    graph.add_edge("challenger", "refiner")
+    graph.add_edge("refiner", "memory_update")
+    graph.add_edge("memory_update", "sufficiency")
+    graph.add_conditional_edges("sufficiency", collect)
+    graph.add_edge("refine_query", "retrieve")
+    graph.add_edge("answer", END)
+    return graph.compile(name=NAME)
+
+
+__getattr__ = lazy_graph(build, globals())
