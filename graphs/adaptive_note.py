@@ -22,6 +22,7 @@ from noterag.methods import lazy_graph, method_deps
 from noterag.prompts import adaptive_note as prompts
 
 NAME = "adaptive-note"
+CONTEXT = AdaptiveNoteContext
 ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
 
 

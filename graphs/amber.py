@@ -57,6 +57,7 @@ from noterag.prompts import amber as prompts
 from noterag.state import AmberOutput, AmberState, QuestionInput
 
 NAME = "amber"
+CONTEXT = AmberContext
 ROLES = (
     "filter",
     "extract",

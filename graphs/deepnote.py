@@ -20,6 +20,7 @@ from noterag.methods import lazy_graph, method_deps
 from noterag.prompts import deepnote as prompts
 
 NAME = "deepnote"
+CONTEXT = DeepNoteContext
 ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from noterag.context import RunContext
 from noterag.graphs.vanilla import single_pass
 from noterag.methods import lazy_graph
 from noterag.nodes.answer import answer
 from noterag.prompts import baselines
 
 NAME = "no-retrieval"
+CONTEXT = RunContext
 
 
 def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:

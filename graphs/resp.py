@@ -36,6 +36,7 @@ from noterag.prompts import resp as prompts
 from noterag.state import QuestionInput, ReSPOutput, ReSPState
 
 NAME = "resp"
+CONTEXT = ReSPContext
 ROLES = ("reasoner", "summarizer", "generator")
 STAGE_ROLES = {
     "judge": "reasoner",

@@ -21,6 +21,7 @@ from noterag.prompts import baselines
 from noterag.state import BaselineOutput, BaselineState, QuestionInput
 
 NAME = "vanilla"
+CONTEXT = RunContext
 ROLES = ("answer",)
 
 

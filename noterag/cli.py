@@ -31,7 +31,14 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from noterag.context import AdaptiveNoteContext, DeepNoteContext
+from noterag.context import (
+    AdaptiveNoteContext,
+    DeepNoteContext,
+    context_from_pairs,
+    resolve_context,
+    setting_names,
+)
+from noterag.methods import METHODS, context_schema
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 
 app = typer.Typer(
@@ -50,9 +57,8 @@ _interrupted = False
 _local_pid: int | None = None
 
 
-class Method(str, Enum):
-    deepnote = "deepnote"
-    adaptive_note = "adaptive-note"
+# Every registered method, so a new graph needs no CLI change.
+Method = Enum("Method", {name.replace("-", "_"): name for name in METHODS}, type=str)
 
 
 class Task(str, Enum):
@@ -224,8 +230,43 @@ def index_command(
         console.print(summary)
 
 
+def parse_context(method: str, options: dict[str, Any], pairs: list[str]) -> dict[str, Any]:
+    """The run's context from the command line's options and ``--context`` pairs, checked
+    against the method's settings (e.g. Amber has no max_failures)."""
+    schema = context_schema(method)
+    unknown = sorted(set(options) - set(setting_names(schema)))
+    if unknown:
+        flags = ", ".join("--" + name.replace("_", "-") for name in unknown)
+        raise ConfigError(f"{method} has no {flags} setting; its settings: "
+                          f"{', '.join(setting_names(schema))}")
+    context = options | context_from_pairs(schema, pairs)
+    resolve_context(schema, context)
+    return context
+
+
 def _plural(n: int, word: str) -> str:
     return word if n == 1 else word + "s"
+
+
+# --------------------------------------------------------------------------- methods
+
+
+@app.command("methods")
+def methods_command() -> None:
+    """List the methods and each one's settings (for --context KEY=VALUE), with defaults."""
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    for method in METHODS:
+        schema = context_schema(method)
+        table = Table(title=method, title_justify="left", show_edge=False)
+        table.add_column("setting", style="bold")
+        table.add_column("default")
+        table.add_column("meaning")
+        for f in fields(schema):
+            table.add_row(f.name, repr(f.default), f.metadata.get("description", ""))
+        console.print(table)
+        console.print()
 
 
 # --------------------------------------------------------------------------- ask
@@ -235,7 +276,8 @@ def _plural(n: int, word: str) -> str:
 def ask_command(
     question: Annotated[str, typer.Argument(help="The question to answer.", show_default=False)],
     method: Annotated[
-        Method, typer.Option("--method", "-m", help="The note-centric method to run.")
+        Method,
+        typer.Option("--method", "-m", help="The method to run: " + ", ".join(METHODS) + "."),
     ] = Method.deepnote,
     index: Annotated[
         str | None,
@@ -341,6 +383,16 @@ def ask_command(
             show_default=False,
         ),
     ] = None,
+    extra: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--context",
+            "-c",
+            help="Any other setting of the method's context as KEY=VALUE (repeatable), e.g. "
+            "-c chunk_filter=false for Amber. `noterag methods` lists each method's settings.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -374,8 +426,7 @@ def ask_command(
             if value is not None
         }
         # Validate the settings before starting a model: the context dataclass owns the rules.
-        schema = DeepNoteContext if method is Method.deepnote else AdaptiveNoteContext
-        schema(**context)
+        context = parse_context(method.value, context, extra or [])
 
         from noterag.retrievers import load_retriever
 
@@ -565,6 +616,41 @@ class _Progress:
                 text.append(f" ({reason})")
             self._say(step, text)
             self._spin("thinking…")
+        elif kind == "filter":
+            useful = event.get("useful")
+            text = Text("kept " if useful else "filtered out ", style="green" if useful else "red")
+            text.append(str(event.get("title") or event.get("id", "?")))
+            if not event.get("parsed", True):
+                text.append(" (verdict did not parse: kept)", style="yellow")
+            self._say(step, text)
+        elif kind == "sentences":
+            count = len(event.get("passages") or [])
+            self._say(step, Text(f"extracted helpful sentences of {count} {_plural(count, 'passage')}", style="cyan"))
+        elif kind == "memory_review":
+            self._say(step, Text(f"{event.get('agent', 'agent')} revised the memory draft", style="cyan"))
+        elif kind == "sufficiency":
+            sufficient, reason = event.get("sufficient"), str(event.get("reason") or "")
+            if sufficient:
+                text = Text("memory sufficient to answer", style="green")
+            else:
+                text = Text("memory not sufficient yet", style="yellow")
+            self._say(step, text.append(f" ({reason})" if reason else ""))
+        elif kind == "summaries":
+            text = Text("summarised the evidence", style="cyan")
+            if event.get("local_summary"):
+                text.append(" (global and local pathway)")
+            self._say(step, text)
+        elif kind == "judgment":
+            if event.get("sufficient"):
+                self._say(step, Text("reasoner: enough to answer", style="green"))
+            else:
+                extra = "" if event.get("parsed", True) else " (reply did not parse)"
+                self._say(step, Text("reasoner: not enough yet" + extra, style="yellow"))
+        elif kind == "sub_question":
+            if event.get("accepted"):
+                self._say(step, Text("sub-question: ", style="cyan") + Text(str(event.get("sub_question"))))
+            else:
+                self._say(step, Text(f"plan refused: {event.get('reason')}", style="red"))
         elif kind == "answer" and not sys.stdout.isatty():
             # On a terminal the answer follows on stdout; repeat it here only when stdout
             # goes elsewhere, so the person watching still sees it.

@@ -6,6 +6,7 @@ without a context (``runtime.context is None``) uses these defaults; a dict cont
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -145,3 +146,47 @@ def resolve_context(schema: type[RunContext], value: Any) -> RunContext:
             f"unknown context field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
         )
     return schema(**value)
+
+
+_TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
+
+
+def context_from_pairs(schema: type[RunContext], pairs: list[str]) -> dict[str, Any]:
+    """``["max_steps=2", "chunk_filter=false"]`` as typed context values for ``schema``, for the
+    command line; an unknown key or a value of the wrong type is one clear error."""
+    hints = typing.get_type_hints(schema)
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ConfigError(f"--context takes KEY=VALUE, not {pair!r}")
+        if key not in hints or key.startswith("_"):
+            raise ConfigError(
+                f"unknown setting {key!r}; this method has: {', '.join(setting_names(schema))}"
+            )
+        values[key] = _convert(key, raw.strip(), hints[key])
+    return values
+
+
+def setting_names(schema: type[RunContext]) -> list[str]:
+    return [f.name for f in fields(schema)]
+
+
+def _convert(key: str, raw: str, hint: Any) -> Any:
+    options = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+    if type(None) in typing.get_args(hint) and raw.lower() in {"none", "null", ""}:
+        return None
+    target = options[0]
+    if typing.get_origin(target) is Literal:
+        return raw
+    if target is bool:
+        if raw.lower() in _TRUE | _FALSE:
+            return raw.lower() in _TRUE
+        raise ConfigError(f"{key} takes true or false, not {raw!r}")
+    if target in (int, float):
+        try:
+            return target(raw)
+        except ValueError:
+            raise ConfigError(f"{key} takes a number ({target.__name__}), not {raw!r}") from None
+    return raw

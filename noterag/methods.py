@@ -42,6 +42,11 @@ def build_graph(
     return graph_module(method).build(model=model, retriever=retriever, **role_models)
 
 
+def context_schema(method: str) -> type:
+    """The method's context dataclass (its settings, their defaults and descriptions)."""
+    return graph_module(method).CONTEXT
+
+
 def graph_module(method: str) -> ModuleType:
     try:
         return importlib.import_module(f"noterag.graphs.{GRAPH_MODULES[method]}")

@@ -25,6 +25,7 @@ from langchain_core.language_models import BaseChatModel
 from scripted import ScriptedModel
 from typer.testing import CliRunner
 
+import noterag
 import noterag.models
 from noterag.cli import app
 
@@ -45,7 +46,7 @@ PASSAGES = [
 ASK_OPTIONS = [
     "--method", "--index", "--model", "--top-k", "--max-steps", "--max-failures",
     "--max-passages", "--task", "--profile", "--temperature", "--top-p", "--max-tokens",
-    "--json", "--quiet",
+    "--context", "--json", "--quiet",
 ]  # fmt: skip
 INDEX_OPTIONS = ["--out", "--skip-bad-lines", "--force"]
 
@@ -519,3 +520,57 @@ def test_python_dash_m_help_and_version() -> None:
     assert result.stdout.strip() == f"noterag {noterag.__version__}"
     usage = run_module("ask", "--help")
     assert usage.returncode == 0 and "Usage: noterag ask" in usage.stdout
+
+
+# --------------------------------------------------------------------------- every method
+
+
+EVERY_STAGE = {
+    "filter": '{"NLI result": "useful"}',
+    "sufficiency": '{"status": "True"}',
+    "judge": "Yes",
+}
+
+
+@pytest.mark.parametrize("method", noterag.METHODS)
+def test_every_method_runs_through_ask(method: str, index_dir: Path, scripted: dict[str, Any]):
+    scripted["model"] = ScriptedModel(script=script(**EVERY_STAGE), default="1. Aurelio Fenwick")
+    result = cli("ask", QUESTION, "--method", method, "--index", str(index_dir), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["answer"] == "1871"
+    assert scripted["model"].stages[-1] == "answer"
+
+
+def test_context_pairs_reach_the_method(index_dir: Path, scripted: dict[str, Any]):
+    scripted["model"] = ScriptedModel(script=script(**EVERY_STAGE), default="1. Aurelio Fenwick")
+    result = cli(
+        "ask", QUESTION, "--method", "amber", "--index", str(index_dir),
+        "-c", "chunk_filter=false", "--context", "sentence_filter=no",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    stages = scripted["model"].stages
+    assert "filter" not in stages and "extract" not in stages and "reviewer" in stages
+    assert "memory sufficient to answer" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--method", "amber", "--max-failures", "2"], "amber has no --max-failures setting"),
+        (["-c", "max_step=2"], "unknown setting 'max_step'"),
+        (["-c", "max_steps"], "--context takes KEY=VALUE"),
+        (["--method", "amber", "-c", "chunk_filter=maybe"], "chunk_filter takes true or false"),
+        (["-c", "top_k=many"], "top_k takes a number"),
+        (["-c", "top_k=0"], "top_k must be at least 1"),
+    ],
+)
+def test_settings_a_method_does_not_have_are_one_error(args: list[str], message: str, index_dir: Path):
+    assert_one_error_line(cli("ask", QUESTION, "--index", str(index_dir), *args), message)
+
+
+def test_methods_lists_every_method_and_its_settings():
+    result = cli("methods")
+    assert result.exit_code == 0
+    for method in noterag.METHODS:
+        assert method in result.stdout
+    assert "chunk_filter" in result.stdout and "max_failures" in result.stdout
