@@ -100,3 +100,36 @@ class KeywordRetriever(BaseRetriever):
 
 def passages(*rows: Iterable[str]) -> list[dict[str, str]]:
     return [{"id": f"p{i}", "title": title, "text": text} for i, (title, text) in enumerate(rows, 1)]
+
+
+QUESTION = "In which year was the architect of the Velmora Bridge born?"
+# A two-hop question with distractors: the architect's birth year is in a passage the
+# question's words barely reach.
+VELMORA_ROWS = [
+    ("Velmora Bridge", "The Velmora Bridge over the Ostra was designed by the architect Aurelio Fenwick."),
+    ("Aurelio Fenwick", "Aurelio Fenwick (1871-1938) studied at the Marrowgate Institute."),
+    ("Clara Fenwick", "Clara Fenwick painted the Velmora Bridge in 1931."),
+    ("Ostra River", "The Ostra River is 212 km long and crosses Velmora."),
+    ("Marrowgate Institute", "The Marrowgate Institute trained architects and engineers."),
+    ("Tobias Wren", "Tobias Wren, architect, was born in 1848 in Quenby."),
+    ("Lise Ambrath", "Lise Ambrath, architect of the Pellin Bridge, was born in 1866."),
+    ("Pellin Bridge", "The Pellin Bridge was designed by Lise Ambrath and opened in 1899."),
+]
+
+
+def velmora_script(**overrides: Any) -> dict[str, Any]:
+    """Note-method replies for QUESTION over VELMORA_ROWS that keep finding new passages: each
+    refine_query asks about other entities."""
+    base = {
+        "init_note": "The Velmora Bridge was designed by the architect Aurelio Fenwick.",
+        "refine_query": [
+            "1. When was Aurelio Fenwick born?\n2. Marrowgate Institute",
+            "1. Ostra River length\n2. Clara Fenwick painter",
+            "1. Pellin Bridge\n2. Tobias Wren Quenby",
+            "1. Lise Ambrath\n2. anything else",
+        ],
+        "accumulate": "Aurelio Fenwick (1871-1938) designed the Velmora Bridge.",
+        "review": '{"status": "True"}',
+        "answer": "1871",
+    }
+    return base | overrides

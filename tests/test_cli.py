@@ -22,27 +22,14 @@ from typing import Any
 import pytest
 import typer.main
 from langchain_core.language_models import BaseChatModel
-from scripted import ScriptedModel
+from scripted import QUESTION, VELMORA_ROWS, ScriptedModel, velmora_script
 from typer.testing import CliRunner
 
 import noterag
 import noterag.models
 from noterag.cli import app
 
-QUESTION = "In which year was the architect of the Velmora Bridge born?"
-PASSAGES = [
-    (
-        "Velmora Bridge",
-        "The Velmora Bridge over the Ostra was designed by the architect Aurelio Fenwick.",
-    ),
-    ("Aurelio Fenwick", "Aurelio Fenwick (1871-1938) studied at the Marrowgate Institute."),
-    ("Clara Fenwick", "Clara Fenwick painted the Velmora Bridge in 1931."),
-    ("Ostra River", "The Ostra River is 212 km long and crosses Velmora."),
-    ("Marrowgate Institute", "The Marrowgate Institute trained architects and engineers."),
-    ("Tobias Wren", "Tobias Wren, architect, was born in 1848 in Quenby."),
-    ("Lise Ambrath", "Lise Ambrath, architect of the Pellin Bridge, was born in 1866."),
-    ("Pellin Bridge", "The Pellin Bridge was designed by Lise Ambrath and opened in 1899."),
-]
+PASSAGES = VELMORA_ROWS
 ASK_OPTIONS = [
     "--method", "--index", "--model", "--top-k", "--max-steps", "--max-failures",
     "--max-passages", "--task", "--profile", "--temperature", "--top-p", "--max-tokens",
@@ -95,18 +82,8 @@ def index_dir(tmp_path: Path) -> Path:
 
 
 def script(**overrides: Any) -> dict[str, Any]:
-    base = {
-        "init_note": "The Velmora Bridge was designed by the architect Aurelio Fenwick.",
-        "refine_query": [
-            "1. When was Aurelio Fenwick born?\n2. Marrowgate Institute",
-            "1. Ostra River length\n2. Clara Fenwick painter",
-            "1. Pellin Bridge\n2. Tobias Wren Quenby",
-        ],
-        "accumulate": "Aurelio Fenwick (1871-1938) designed the Velmora Bridge.",
-        "review": ['{"status": "True"}', '{"status": "False"}'],
-        "answer": "1871",
-    }
-    return base | overrides
+    # the first note is accepted, the second rejected
+    return velmora_script(review=['{"status": "True"}', '{"status": "False"}']) | overrides
 
 
 @pytest.fixture

@@ -13,37 +13,14 @@ from langchain_core.retrievers import BaseRetriever
 import noterag
 from noterag.context import DeepNoteContext, resolve_context
 from noterag.errors import ConfigError
-from scripted import KeywordRetriever, ScriptedModel, passages
+from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
 
-QUESTION = "In which year was the architect of the Velmora Bridge born?"
-CORPUS = passages(
-    ("Velmora Bridge", "The Velmora Bridge over the Ostra was designed by the architect Aurelio Fenwick."),
-    ("Aurelio Fenwick", "Aurelio Fenwick (1871-1938) studied at the Marrowgate Institute."),
-    ("Clara Fenwick", "Clara Fenwick painted the Velmora Bridge in 1931."),
-    ("Ostra River", "The Ostra River is 212 km long and crosses Velmora."),
-    ("Marrowgate Institute", "The Marrowgate Institute trained architects and engineers."),
-    ("Tobias Wren", "Tobias Wren, architect, was born in 1848 in Quenby."),
-    ("Lise Ambrath", "Lise Ambrath, architect of the Pellin Bridge, was born in 1866."),
-    ("Pellin Bridge", "The Pellin Bridge was designed by Lise Ambrath and opened in 1899."),
-)
+CORPUS = passages(*VELMORA_ROWS)
 LOOP = ["refine_query", "accumulate", "review"]
 
 
 def script(**overrides: Any) -> dict[str, Any]:
-    """Replies that keep finding new passages: each refine_query asks about other entities."""
-    base = {
-        "init_note": "The Velmora Bridge was designed by the architect Aurelio Fenwick.",
-        "refine_query": [
-            "1. When was Aurelio Fenwick born?\n2. Marrowgate Institute",
-            "1. Ostra River length\n2. Clara Fenwick painter",
-            "1. Pellin Bridge\n2. Tobias Wren Quenby",
-            "1. Lise Ambrath\n2. anything else",
-        ],
-        "accumulate": "Aurelio Fenwick (1871-1938) designed the Velmora Bridge.",
-        "review": '{"status": "True"}',
-        "answer": "1871",
-    }
-    return base | overrides
+    return velmora_script(**overrides)
 
 
 def run(method: str, model: ScriptedModel, retriever: BaseRetriever | None = None, **context: Any) -> dict:
