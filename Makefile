@@ -7,10 +7,12 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
 .PHONY: test demo install lint bench clean
 
+# torch first, the CPU build (a local file here): else the dense extra pulls CUDA packages.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,local]'
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev,local,es,dense]'
 	touch $@
 
 install: $(VENV)/.installed

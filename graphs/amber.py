@@ -51,6 +51,7 @@ from noterag.nodes.amber import (
 )
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import accumulate, refine_query
+from noterag.nodes.question import question
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.step import node
 from noterag.prompts import amber as prompts
@@ -103,7 +104,9 @@ def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
     )
     for step in loop:
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_edge(START, "retrieve")
+    graph.add_node("question", question)
+    graph.add_edge(START, "question")
+    graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "chunk_filter")
     graph.add_edge("chunk_filter", "sentence_filter")
     graph.add_conditional_edges("sentence_filter", draft)

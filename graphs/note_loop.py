@@ -4,6 +4,9 @@ context (thresholds) and stop rule.
     retrieve(q) -> init_note -> [stop?] -> refine_query -> retrieve -> accumulate -> review -> [stop?]
                                    |                                                             |
                                    +--> answer <------------------- stop ------------------------+
+
+Like every method's graph, it starts with the ``question`` step (noterag.nodes.question): the
+question from ``{"question": ...}`` or a chat's ``{"messages": [...]}``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from langgraph.runtime import Runtime
 from noterag.context import resolve_context
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import accumulate, init_note, refine_query, review
+from noterag.nodes.question import question
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.step import Deps, node
 from noterag.profiles import Profile, get_profile
@@ -58,7 +62,9 @@ def build(deps: Deps, stop_rule: StopRule = threshold_stop) -> Any:
     )
     for step in (retrieve, init_note, refine_query, accumulate, review, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_edge(START, "retrieve")
+    graph.add_node("question", question)
+    graph.add_edge(START, "question")
+    graph.add_edge("question", "retrieve")
     graph.add_conditional_edges("retrieve", after_retrieve)
     graph.add_conditional_edges("init_note", should_continue)
     graph.add_edge("refine_query", "retrieve")

@@ -29,6 +29,7 @@ from langgraph.runtime import Runtime
 from noterag.context import ReSPContext, resolve_context
 from noterag.methods import lazy_graph, method_deps
 from noterag.nodes.answer import answer
+from noterag.nodes.question import question
 from noterag.nodes.resp import judge, plan, summarize
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.step import node
@@ -78,7 +79,9 @@ def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
     )
     for step in (retrieve, summarize, judge, plan, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_edge(START, "retrieve")
+    graph.add_node("question", question)
+    graph.add_edge(START, "question")
+    graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "summarize")
     graph.add_edge("summarize", "judge")
     graph.add_conditional_edges("judge", after_judge)

@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from noterag.context import RunContext
 from noterag.methods import lazy_graph, method_deps
 from noterag.nodes.answer import answer
+from noterag.nodes.question import question
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.step import node
 from noterag.prompts import baselines
@@ -33,7 +34,7 @@ def single_pass(
     retriever: Any,
     role_models: Mapping[str, Any],
 ) -> Any:
-    """A baseline: ``steps`` once each, in order, then the end."""
+    """A baseline: the question step, ``steps`` once each, in order, then the end."""
     deps = method_deps(name, prompts, RunContext, ROLES, model, retriever, role_models)
     graph = StateGraph(
         BaselineState,
@@ -41,7 +42,9 @@ def single_pass(
         input_schema=QuestionInput,
         output_schema=BaselineOutput,
     )
-    previous = START
+    graph.add_node("question", question)
+    graph.add_edge(START, "question")
+    previous = "question"
     for step in steps:
         graph.add_node(step.__name__, node(step, deps))
         graph.add_edge(previous, step.__name__)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from noterag.nodes.step import Ask, Env, StepGen, emit
+from langchain_core.messages import AIMessage
+
+from noterag.nodes.step import Ask, Env, StepGen, emit, reply_text
 
 # What each answer-prompt slot is filled with; a prompt uses the slots it declares (the note
 # methods: the best note only; ReSP: its memory queues; vanilla RAG: the passages).
@@ -20,7 +22,9 @@ _SLOTS: dict[str, Callable[[dict[str, Any], Env], str]] = {
 def answer(state: dict[str, Any], env: Env) -> StepGen:
     """Answer the question with the task's prompt, from what that prompt reads (the best note,
     the memory, the passages or the question alone). This is the one call whose tokens stream
-    to ``stream_mode="messages"``."""
+    to ``stream_mode="messages"``. The answer is also appended to ``messages`` as an AI message
+    (what a chat UI shows) with the streamed reply's id, so the messages stream, which already
+    carried its tokens, does not send it again."""
     task = state.get("task") or env.ctx.task
     prompt = env.prompts.answer_for(task)
     reply = yield Ask(
@@ -28,8 +32,12 @@ def answer(state: dict[str, Any], env: Env) -> StepGen:
         prompt.format(**{slot: _SLOTS[slot](state, env) for slot in prompt.slots}),
         stream=True,
     )
-    text = reply.strip()
-    update: dict[str, Any] = {"answer": text, "question": state["question"]}
+    text = reply_text(reply).strip()
+    update: dict[str, Any] = {
+        "answer": text,
+        "question": state["question"],
+        "messages": [AIMessage(text, id=reply.id)],
+    }
     if env.deps.stop_rule is not None:
         update["stop_reason"] = env.deps.stop_rule(state, env.ctx, env.profile) or ""
     emit({"type": "answer", "answer": text})

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import get_executor_for_config, run_in_executor
@@ -32,7 +32,10 @@ NOSTREAM = "nostream"
 
 @dataclass(frozen=True)
 class Ask:
-    """One model call for the paper step ``stage`` (also the model role it uses)."""
+    """One model call for the paper step ``stage`` (also the model role it uses). The step
+    receives the reply's text; with ``stream=True`` (its tokens reach ``stream_mode="messages"``)
+    it receives the reply message itself, so that a message written to state can keep its id:
+    LangGraph's messages stream skips a node's output message whose id it has already streamed."""
 
     stage: str
     prompt: str
@@ -104,11 +107,12 @@ def emit(event: dict[str, Any]) -> None:
     writer(event)
 
 
-def reply_text(message: AIMessage) -> str:
+def reply_text(message: BaseMessage, sep: str = "") -> str:
+    """The message's text: its content, or its text parts joined with ``sep``."""
     content = message.content
     if isinstance(content, str):
         return content
-    return "".join(
+    return sep.join(
         part if isinstance(part, str) else str(part.get("text", ""))
         for part in content
         if isinstance(part, str) or part.get("type") == "text"
@@ -172,7 +176,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
                 effect.prompt, config=_ask_config(effect), **env.ctx.sampling()
             )
             tally.add(message)
-            return reply_text(message)
+            return message if effect.stream else reply_text(message)
 
         def perform_all(effects: list[Effect]) -> list[Any]:
             if len(effects) <= 1:
@@ -194,7 +198,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
                 effect.prompt, config=_ask_config(effect), **env.ctx.sampling()
             )
             tally.add(message)
-            return reply_text(message)
+            return message if effect.stream else reply_text(message)
 
         result: Any = None
         try:

@@ -73,6 +73,19 @@ class ProfileName(str, Enum):
     official = "official"
 
 
+# Shared by `ask` and `eval`.
+IndexOption = Annotated[
+    str | None,
+    typer.Option(
+        "--index",
+        "-i",
+        help="Index directory built by `noterag index` (or a retriever spec such as "
+        "bm25:DIR). Default: $NOTERAG_INDEX, else the bundled sample corpus.",
+        show_default=False,
+    ),
+]
+
+
 def _defaults(name: str) -> str:
     """The per-method default of a context field, for help texts (the dataclasses are the source)."""
     dn = {f.name: f.default for f in fields(DeepNoteContext)}[name]
@@ -279,16 +292,7 @@ def ask_command(
         Method,
         typer.Option("--method", "-m", help="The method to run: " + ", ".join(METHODS) + "."),
     ] = Method.deepnote,
-    index: Annotated[
-        str | None,
-        typer.Option(
-            "--index",
-            "-i",
-            help="Index directory built by `noterag index` (or a retriever spec such as "
-            "bm25:DIR). Default: $NOTERAG_INDEX, else the bundled sample corpus.",
-            show_default=False,
-        ),
-    ] = None,
+    index: IndexOption = None,
     model: Annotated[
         str | None,
         typer.Option(
@@ -677,6 +681,236 @@ def _summary(final: dict[str, Any], console: Console, elapsed: float) -> None:
         f"{elapsed:.1f} s",
     ]
     console.print(Text(" · ".join(parts), style="dim"))
+
+
+# --------------------------------------------------------------------------- eval
+
+
+def _format_help() -> str:
+    from noterag.eval.datasets import FORMATS
+
+    return f"The dataset's format, instead of detecting it: {', '.join(FORMATS)}."
+
+
+_FORMAT_HELP = _format_help()
+
+
+class PlotX(str, Enum):
+    calls = "calls"
+    tokens = "tokens"
+
+
+@app.command("eval")
+def eval_command(
+    method: Annotated[
+        Method,
+        typer.Option("--method", "-m", help="The method to run: " + ", ".join(METHODS) + ".",
+                     show_default=False),
+    ],
+    dataset: Annotated[
+        Path,
+        typer.Option(
+            "--dataset",
+            "-d",
+            help="Questions with gold answers: our JSONL, HotpotQA, 2WikiMultihopQA, MuSiQue, "
+            "IRCoT, StrategyQA, ASQA or FlashRAG files (the format is detected).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Run directory: run.json, results.jsonl (one line per question), summary.json. "
+            "Running the same command again resumes it.",
+            show_default=False,
+        ),
+    ],
+    index: IndexOption = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", "-n", min=1, help="Only the first N questions.", show_default=False
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency",
+            "-j",
+            min=1,
+            help="Questions run at the same time (a local llama.cpp server answers one request "
+            "at a time: 1 or 2 there).",
+        ),
+    ] = 4,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Chat model: 'local', 'openai:NAME' or 'openai:NAME@URL' (as for `ask`). "
+            "Default: $NOTERAG_MODEL, else local.",
+            show_default=False,
+        ),
+    ] = None,
+    extra: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--context",
+            "-c",
+            help="A setting of the method as KEY=VALUE (repeatable), e.g. -c max_steps=2 "
+            "-c max_tokens=64. `noterag methods` lists each method's settings.",
+            show_default=False,
+        ),
+    ] = None,
+    fair_topk_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--fair-topk-from",
+            help="vanilla only: set top_k to the mean number of distinct passages per question "
+            "of that run directory (the papers' fair top-k baseline).",
+            show_default=False,
+        ),
+    ] = None,
+    dataset_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help=_FORMAT_HELP,
+            show_default=False,
+        ),
+    ] = None,
+    retry_errors: Annotated[
+        bool,
+        typer.Option(
+            "--retry-errors", help="On resume, run the questions that failed again."
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Start the run directory over, discarding its results."
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress on stderr, only errors.")
+    ] = False,
+) -> None:
+    """Evaluate a method on a dataset: answers, metrics and costs per question, then a summary."""
+    console = _stderr_console(quiet)
+    with _user_errors():
+        context = parse_context(method.value, {}, extra or [])
+        spec = _retriever_spec(index, console)
+        from noterag.eval.report import print_summary
+        from noterag.eval.runner import run_eval
+
+        with _stop_local_model_started_here(), _leave_at_once_on_interrupt():
+            summary = run_eval(
+                method.value,
+                dataset,
+                out,
+                index=spec,
+                model=model,
+                context=context,
+                limit=limit,
+                concurrency=concurrency,
+                fair_topk_from=fair_topk_from,
+                progress=not quiet,
+                format=dataset_format,
+                force=force,
+                retry_errors=retry_errors,
+                console=console,
+            )
+        print_summary(summary, Console(highlight=False))
+        console.print(Text(f"results in {out}", style="dim"))
+
+
+@contextmanager
+def _stop_local_model_started_here() -> Iterator[None]:
+    """The runner loads the model itself (after checking the dataset and run directory, so
+    those errors come at once); stop the local server afterwards if it was not running before."""
+    global _local_pid
+    from noterag import models
+
+    running = models.local_server_pid()
+    try:
+        yield
+    finally:
+        if running is None:
+            _local_pid = models.local_server_pid()
+        _stop_local_model()
+
+
+@app.command("compare")
+def compare_command(
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(help="Run directories written by `noterag eval`.", show_default=False),
+    ],
+    plot_path: Annotated[
+        Path,
+        typer.Option("--plot", help="Where to write the quality-versus-cost PNG."),
+    ] = Path("compare.png"),
+    no_plot: Annotated[bool, typer.Option("--no-plot", help="Only print the table.")] = False,
+    x: Annotated[
+        PlotX,
+        typer.Option("--x", help="The plot's x axis: LLM calls or tokens per question."),
+    ] = PlotX.calls,
+) -> None:
+    """Compare runs: a markdown table (metrics, LLM calls, tokens, passages, latency) and a plot.
+
+    One row per run directory; the PNG plots EM and F1 against LLM calls (or tokens) per
+    question."""
+    console = _stderr_console()
+    with _user_errors():
+        from noterag.eval.report import compare, plot
+
+        click.echo(compare(run_dirs), nl=False)
+        if not no_plot:
+            written = plot(run_dirs, plot_path, x="llm_calls" if x is PlotX.calls else "tokens")
+            console.print(Text(f"plot written to {written}", style="dim"))
+
+
+@app.command("corpus-from")
+def corpus_from_command(
+    dataset: Annotated[
+        Path,
+        typer.Argument(
+            help="A dataset file whose questions carry their paragraphs (HotpotQA, 2Wiki, "
+            "MuSiQue, IRCoT).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Corpus JSONL to write ({id, title, text} lines).",
+                     show_default=False),
+    ],
+    dataset_format: Annotated[
+        str | None,
+        typer.Option("--format", help=_FORMAT_HELP,
+                     show_default=False),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")] = False,
+) -> None:
+    """Pool a dataset's paragraphs into a corpus for `noterag index` (dedup by title + text)."""
+    console = _stderr_console()
+    with _user_errors():
+        if out.exists() and not force:
+            raise ConfigError(f"{out} already exists; pass --force to replace it")
+        from noterag.eval.datasets import PoolStats, pool_corpus
+
+        stats = PoolStats()
+        count = pool_corpus(dataset, out, format=dataset_format, stats=stats)
+        line = Text(f"wrote {count:,} {_plural(count, 'passage')} to {out}")
+        line.append(
+            f" ({stats.questions:,} {_plural(stats.questions, 'question')}, "
+            f"{stats.duplicates:,} duplicate {_plural(stats.duplicates, 'paragraph')} dropped"
+            + (f", {stats.without_paragraphs:,} without paragraphs" if stats.without_paragraphs else "")
+            + ")",
+            style="dim",
+        )
+        console.print(line)
 
 
 # --------------------------------------------------------------------------- entry point

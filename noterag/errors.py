@@ -24,5 +24,7 @@ class ModelUnavailableError(NoteragError):
     """A chat model could not be set up or reached."""
 
 
-class ConfigError(NoteragError):
-    """A configuration value (method, spec, context field) is not valid."""
+class ConfigError(NoteragError, ValueError):
+    """A configuration value (method, spec, context field, question) is not valid. Also a
+    ValueError: the LangGraph server passes a ValueError's message on to the client and hides
+    other exceptions' messages."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any
 
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
 from typing_extensions import NotRequired, TypedDict
 
 
@@ -30,9 +32,13 @@ class Passage(TypedDict):
 
 
 class QuestionInput(TypedDict):
-    """What a caller sends."""
+    """What a caller sends: ``{"question": ...}``, or a chat's ``{"messages": [...]}`` (what
+    LangGraph Studio's chat view, Agent Chat UI and assistant-ui send), whose last human message
+    is the question; earlier turns are ignored. ``question`` wins when both are given. One of
+    them is needed: the graphs' first step (noterag.nodes.question) checks that."""
 
-    question: str
+    question: NotRequired[str]
+    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
     task: NotRequired[str]
 
 
@@ -44,7 +50,13 @@ class CostFields(TypedDict, total=False):
     completion_tokens: Annotated[int, operator.add]
 
 
-class NoteOutput(CostFields, total=False):
+class ChatFields(TypedDict, total=False):
+    """The conversation: the caller's messages, with the answer appended as an AI message."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+class NoteOutput(CostFields, ChatFields, total=False):
     """What a note-centric run returns."""
 
     question: str
@@ -95,7 +107,7 @@ class LocalPathway(TypedDict):
     response: str
 
 
-class ReSPOutput(CostFields, total=False):
+class ReSPOutput(CostFields, ChatFields, total=False):
     """What a ReSP run returns: the two memory queues and their concatenation (``memory``, what
     the generator read)."""
 
@@ -125,7 +137,7 @@ class ReSPState(ReSPOutput, total=False):
     stalled: str  # why the plan gave nothing new to retrieve ("" when it did)
 
 
-class BaselineOutput(CostFields, total=False):
+class BaselineOutput(CostFields, ChatFields, total=False):
     """What a baseline run returns."""
 
     question: str

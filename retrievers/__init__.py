@@ -4,6 +4,10 @@
 ``RETRIEVER_SCHEMES`` (scheme -> factory(argument, k)); a new backend registers itself there
 and, if its index directory carries a ``noterag-index.json`` of its own kind, in
 ``INDEX_KINDS`` so a bare directory path finds it too.
+
+Schemes: ``bm25:<dir>`` (embedded tantivy), ``dense:<dir>`` (the ``dense`` extra),
+``hybrid:<spec>,<spec>`` (reciprocal rank fusion) and ``es:<url>/<index>`` (the ``es``
+extra). Optional backends are imported only when used.
 """
 
 from __future__ import annotations
@@ -41,9 +45,58 @@ def _bm25(index_dir: str, k: int) -> BaseRetriever:
     return retriever
 
 
-RETRIEVER_SCHEMES: dict[str, RetrieverFactory] = {"bm25": _bm25}
+def _dense(index_dir: str, k: int) -> BaseRetriever:
+    from .dense import DenseRetriever
+
+    retriever = DenseRetriever(index_dir=index_dir, k=k)
+    retriever.load()  # the index and the model: a missing one fails now, not mid-run
+    return retriever
+
+
+def _hybrid(specs: str, k: int) -> BaseRetriever:
+    from .hybrid import HybridRetriever
+
+    parts = [part.strip() for part in specs.split(",")]
+    if len(parts) < 2 or not all(parts):
+        raise ConfigError(
+            f"hybrid retriever spec {'hybrid:' + specs!r} needs two or more comma-separated "
+            "retriever specs, e.g. hybrid:bm25-index,dense-index"
+        )
+    return HybridRetriever(retrievers=[load_retriever(part, k) for part in parts], k=k)
+
+
+def _es(argument: str, k: int) -> BaseRetriever:
+    from .elastic import load_es_retriever
+
+    return load_es_retriever(argument, k)
+
+
+RETRIEVER_SCHEMES: dict[str, RetrieverFactory] = {
+    "bm25": _bm25,
+    "dense": _dense,
+    "hybrid": _hybrid,
+    "es": _es,
+}
 # manifest "kind" -> scheme, for specs that are a bare index directory.
-INDEX_KINDS: dict[str, str] = {"bm25": "bm25"}
+INDEX_KINDS: dict[str, str] = {"bm25": "bm25", "dense": "dense"}
+
+# Importable from here, but loaded on first use: they pull numpy, torch or elasticsearch.
+_LAZY = {
+    "DenseRetriever": "dense",
+    "build_dense_index": "dense",
+    "HybridRetriever": "hybrid",
+    "ElasticsearchBM25Retriever": "elastic",
+    "build_es_index": "elastic",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
 def load_retriever(spec: str | os.PathLike[str] | BaseRetriever, k: int = 5) -> BaseRetriever:

@@ -144,7 +144,7 @@ def test_only_answer_tokens_stream():
 def test_studio_schemas():
     for module in (vanilla, no_retrieval):
         g = module.build(model=ScriptedModel(), retriever=KeywordRetriever(passages=CORPUS))
-        assert g.get_input_jsonschema()["required"] == ["question"]
+        assert set(g.get_input_jsonschema()["properties"]) == {"question", "messages", "task"}
         assert g.get_context_jsonschema()["properties"]["top_k"]["default"] == 5
         assert {"answer", "passage_ids", "llm_calls"} <= set(
             g.get_output_jsonschema()["properties"]

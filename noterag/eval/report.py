@@ -1,0 +1,378 @@
+"""Read an evaluation run back: its summary (``summary.json``), a method × metric table of
+several runs (the papers' Table 1 shape, plus cost) and a quality-versus-cost plot.
+
+A run directory (written by ``noterag.eval.runner``) holds ``run.json`` (the configuration),
+``results.jsonl`` (one line per finished question) and, once summarised, ``summary.json``.
+
+How the numbers are made:
+
+* metrics (EM, F1, acc, str-em, str-hit, ...) are means over **every** question of the run; a
+  question that failed counts 0 and the failures are reported (``n_errors``, ``error_ids``);
+* costs (LLM calls, prompt / completion tokens, distinct passages, latency) are means over the
+  questions that were **answered**: a failed question's state, and so its cost, is lost;
+* ``passages`` is the mean number of distinct passages a question read: the papers' "fair top-k"
+  for the vanilla baseline (``noterag eval --method vanilla --fair-topk-from RUN_DIR``);
+* ``wall_s`` is the time during which at least one question was running (the union of the
+  questions' [start, end] intervals), so a run resumed a day later is not charged for the gap.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from typing_extensions import TypedDict
+
+from noterag.errors import NoteragError
+
+RUN_FILE = "run.json"
+RESULTS_FILE = "results.jsonl"
+SUMMARY_FILE = "summary.json"
+
+# The order metric columns appear in, whatever the tasks of the compared runs.
+METRIC_ORDER = ("em", "f1", "acc", "str_em", "str_hit")
+METRIC_NAMES = {"em": "EM", "f1": "F1", "acc": "Acc", "str_em": "str-em", "str_hit": "str-hit"}
+COSTS = ("llm_calls", "prompt_tokens", "completion_tokens", "tokens", "passages")
+
+
+class Latency(TypedDict):
+    mean: float | None
+    p50: float | None
+    p95: float | None
+
+
+class Summary(TypedDict):
+    """What ``summary.json`` holds (``summarize`` writes it; ``noterag eval`` returns it)."""
+
+    method: str
+    model: str
+    context: dict[str, Any]
+    dataset: str
+    index: str
+    fair_topk_from: str | None  # the run whose mean passages set top_k (vanilla baseline)
+    questions: int  # the run's questions (the dataset, cut to --limit)
+    n: int  # questions finished (answered or failed)
+    n_errors: int
+    error_ids: list[str]
+    metrics: dict[str, float]  # means over the n questions, failures as 0, in percent
+    cost: dict[str, float | None]  # means per answered question: COSTS
+    latency_s: Latency  # per answered question
+    wall_s: float
+
+
+class RunDirError(NoteragError):
+    """A run directory is missing, or its files are not what the runner writes."""
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def scan_results(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The rows of a results file and the byte offset where its valid part ends.
+
+    Every row is written as one line with its newline in a single write, so a crash can only
+    damage the end of the file: the invalid lines after the last valid one are that damage and
+    lie past the returned offset. An invalid line *before* a valid one is not a crash's trace
+    and is refused, as is an id seen twice.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], 0
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    valid_end = 0
+    bad_line: int | None = None
+    offset = 0
+    for number, raw in enumerate(data.splitlines(keepends=True), 1):
+        offset += len(raw)
+        row = _parse_row(raw)
+        if row is None:
+            bad_line = bad_line or number
+            continue
+        if bad_line is not None:
+            raise RunDirError(
+                f"{path} line {bad_line} is not a result row although later lines are; the file "
+                "was edited or damaged (only a half-written last line is repaired automatically)"
+            )
+        if row["id"] in seen:
+            raise RunDirError(
+                f"{path} line {number} repeats question id {row['id']!r} (first on line "
+                f"{seen[row['id']]})"
+            )
+        seen[row["id"]] = number
+        rows.append(row)
+        valid_end = offset
+    return rows, valid_end
+
+
+def _parse_row(raw: bytes) -> dict[str, Any] | None:
+    if not raw.endswith(b"\n"):  # the newline is written with the row: no newline, no row
+        return None
+    try:
+        row = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return row if isinstance(row, dict) and isinstance(row.get("id"), str) else None
+
+
+def read_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run's configuration (``run.json``) and its finished rows."""
+    run_dir = Path(run_dir)
+    config_path = run_dir / RUN_FILE
+    if not config_path.is_file():
+        what = "does not exist" if not run_dir.exists() else f"holds no {RUN_FILE}"
+        raise RunDirError(
+            f"{run_dir} is not an evaluation run: it {what} (make one with "
+            "`noterag eval ... --out DIR`)"
+        )
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"{config_path} is not readable JSON: {exc}") from None
+    rows, _ = scan_results(run_dir / RESULTS_FILE)
+    return config, rows
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
+    """The run's summary from its files, without writing anything."""
+    config, rows = read_run(run_dir)
+    answered = [row for row in rows if not row.get("error")]
+    latencies = sorted(float(row["latency_s"]) for row in answered)
+    return Summary(
+        method=config.get("method", "?"),
+        model=config.get("model", "?"),
+        context=config.get("context") or {},
+        dataset=config.get("dataset", "?"),
+        index=config.get("index", "?"),
+        fair_topk_from=config.get("fair_topk_from"),
+        questions=int(config.get("questions") or len(rows)),
+        n=len(rows),
+        n_errors=len(rows) - len(answered),
+        error_ids=[row["id"] for row in rows if row.get("error")],
+        metrics=metric_means(rows),
+        cost={name: _mean(_cost(row, name) for row in answered) for name in COSTS},
+        latency_s=Latency(
+            mean=_mean(latencies),
+            p50=percentile(latencies, 50),
+            p95=percentile(latencies, 95),
+        ),
+        wall_s=busy_seconds((row["started_at"], row["finished_at"]) for row in rows),
+    )
+
+
+def summarize(run_dir: str | os.PathLike[str]) -> Summary:
+    """Compute the run's summary and write it to ``RUN_DIR/summary.json``."""
+    summary = compute_summary(run_dir)
+    _write_json_atomically(Path(run_dir) / SUMMARY_FILE, summary)
+    return summary
+
+
+def metric_means(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Mean of each metric over the rows that carry it (a failed row carries zeros)."""
+    from noterag.eval.metrics import aggregate
+
+    means = aggregate(row.get("metrics") or {} for row in rows)
+    return {name: means[name] for name in sorted(means, key=_metric_rank)}
+
+
+def _metric_rank(name: str) -> tuple[int, str]:
+    return (METRIC_ORDER.index(name) if name in METRIC_ORDER else len(METRIC_ORDER), name)
+
+
+def _cost(row: dict[str, Any], name: str) -> float:
+    if name == "tokens":
+        return float(row["prompt_tokens"] + row["completion_tokens"])
+    return float(row[name])
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default) on sorted values."""
+    if not sorted_values:
+        return None
+    position = (len(sorted_values) - 1) * q / 100
+    low, high = math.floor(position), math.ceil(position)
+    fraction = position - low
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+
+
+def busy_seconds(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of [start, end] intervals."""
+    total, current_start, current_end = 0.0, None, None
+    for start, end in sorted(intervals):
+        if current_end is None or start > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None:
+        total += current_end - current_start
+    return total
+
+
+def _write_json_atomically(path: Path, value: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def metric_label(name: str) -> str:
+    return METRIC_NAMES.get(name, name)
+
+
+def print_summary(summary: Summary, console: Any) -> None:
+    """The summary as a rich table (``noterag eval`` prints it when the run is complete)."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"{summary['method']} · {summary['model']} · {summary['n']}/{summary['questions']} "
+        "questions",
+        title_justify="left",
+        show_header=False,
+        show_edge=False,
+    )
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for name, value in summary["metrics"].items():
+        table.add_row(metric_label(name), f"{value:.1f}")
+    cost = summary["cost"]
+    table.add_row("LLM calls / question", _fmt(cost["llm_calls"], 2))
+    table.add_row("prompt tokens / question", _fmt(cost["prompt_tokens"], 0))
+    table.add_row("completion tokens / question", _fmt(cost["completion_tokens"], 0))
+    table.add_row("distinct passages / question", _fmt(cost["passages"], 1))
+    latency = summary["latency_s"]
+    table.add_row(
+        "latency s (mean · p50 · p95)",
+        " · ".join(_fmt(latency[k], 1) for k in ("mean", "p50", "p95")),
+    )
+    table.add_row("wall time s", f"{summary['wall_s']:.1f}")
+    if summary["n_errors"]:
+        shown = ", ".join(summary["error_ids"][:5]) + (" …" if summary["n_errors"] > 5 else "")
+        table.add_row("failed questions (count 0)", f"{summary['n_errors']}: {shown}", style="red")
+    console.print(table)
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def compare(run_dirs: Sequence[str | os.PathLike[str]]) -> str:
+    """A markdown table, one row per run: method (with the model and the settings that differ
+    between the runs), the metrics, then mean LLM calls, tokens, distinct passages and latency
+    per question, and the run's wall time. Metrics are percentages; a run missing a metric
+    shows "–"; a run not finished shows n as done/total."""
+    summaries = [compute_summary(d) for d in run_dirs]
+    labels = run_labels(summaries)
+    metrics = sorted({m for s in summaries for m in s["metrics"]}, key=_metric_rank)
+    header = ["method", "n", *(metric_label(m) for m in metrics),
+              "LLM calls", "prompt tok", "compl. tok", "passages", "latency s", "wall s"]  # fmt: skip
+    show_errors = any(s["n_errors"] for s in summaries)
+    if show_errors:
+        header.append("failed")
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]  # fmt: skip
+    for label, s in zip(labels, summaries):
+        n = f"{s['n']}" if s["n"] == s["questions"] else f"{s['n']}/{s['questions']}"
+        cells = [label.replace("|", "\\|"), n]
+        cells += [_fmt(s["metrics"].get(m), 1) for m in metrics]
+        cells += [
+            _fmt(s["cost"]["llm_calls"], 2),
+            _fmt(s["cost"]["prompt_tokens"], 0),
+            _fmt(s["cost"]["completion_tokens"], 0),
+            _fmt(s["cost"]["passages"], 1),
+            _fmt(s["latency_s"]["mean"], 1),
+            _fmt(s["wall_s"], 0),
+        ]
+        if show_errors:
+            cells.append(str(s["n_errors"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run_labels(summaries: Sequence[Summary]) -> list[str]:
+    """``method (k=v, ...) · model``, naming only the settings whose values differ between the
+    runs; a fair-top-k vanilla run always shows its ``fair top_k``."""
+    keys = sorted({k for s in summaries for k in s["context"]})
+    varying = [k for k in keys if len({repr(s["context"].get(k)) for s in summaries}) > 1]
+    labels = []
+    for s in summaries:
+        fair = bool(s.get("fair_topk_from"))
+        settings = [
+            f"{'fair ' if fair and k == 'top_k' else ''}{k}={s['context'][k]}"
+            for k in keys
+            if k in s["context"] and (k in varying or (fair and k == "top_k"))
+        ]
+        shown = f" ({', '.join(settings)})" if settings else ""
+        labels.append(f"{s['method']}{shown} · {s['model']}")
+    return labels
+
+
+_MARKERS = "os^DvP*X<>p"
+PLOT_X = {"llm_calls": "LLM calls per question", "tokens": "tokens per question"}
+
+
+def plot(
+    run_dirs: Sequence[str | os.PathLike[str]],
+    out_png: str | os.PathLike[str],
+    x: str = "llm_calls",
+) -> Path:
+    """A PNG scatter of quality against cost: one panel per metric (EM and F1 for multi-hop
+    runs; the first two metrics the runs share otherwise), one labelled point per run, x the
+    mean LLM calls (``x="llm_calls"``) or tokens (``x="tokens"``) per question."""
+    if x not in PLOT_X:
+        raise NoteragError(f"plot x must be one of {', '.join(PLOT_X)}, not {x!r}")
+    try:
+        import matplotlib
+    except ImportError:
+        raise NoteragError("the plot needs matplotlib: pip install 'noterag[eval]'") from None
+    matplotlib.use("Agg")  # no display needed, and no GUI backend probing
+    import matplotlib.pyplot as plt
+
+    summaries = [compute_summary(d) for d in run_dirs]
+    labels = run_labels(summaries)
+    shared = [m for m in METRIC_ORDER if all(m in s["metrics"] for s in summaries)]
+    metrics = (
+        shared[:2] or sorted({m for s in summaries for m in s["metrics"]}, key=_metric_rank)[:2]
+    )
+    if not metrics:
+        raise NoteragError("nothing to plot: the runs have no finished question")
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.5), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        for i, (label, s) in enumerate(zip(labels, summaries)):
+            cost, value = s["cost"][x], s["metrics"].get(metric)
+            if cost is None or value is None:
+                continue
+            # A marker shape per run as well as a colour: runs that land on the same point
+            # stay visible.
+            ax.scatter([cost], [value], label=label, color=f"C{i % 10}",
+                       marker=_MARKERS[i % len(_MARKERS)], s=60, alpha=0.8)  # fmt: skip
+        ax.set_xlabel(PLOT_X[x])
+        ax.set_ylabel(f"{metric_label(metric)} (%)")
+        ax.set_title(f"{metric_label(metric)} vs {PLOT_X[x].split(' per')[0]}")
+        ax.grid(True, alpha=0.3)
+        ax.margins(x=0.2, y=0.2)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    rows = math.ceil(len(names) / 2)
+    fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, min(0.5, 0.06 * rows + 0.02), 1, 1))
+    out = Path(out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png", dpi=120)
+    plt.close(fig)
+    return out

