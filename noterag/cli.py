@@ -663,7 +663,11 @@ class _Progress:
 
 def _print_result(final: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(final, ensure_ascii=False, indent=2, default=str))
+        from langchain_core.messages import messages_to_dict
+
+        # Chat messages as their JSON form ({"type": "ai", "data": {...}}), not Python reprs.
+        state = final | {"messages": messages_to_dict(final.get("messages") or [])}
+        click.echo(json.dumps(state, ensure_ascii=False, indent=2, default=str))
     else:
         click.echo(final.get("answer", ""))
 

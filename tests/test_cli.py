@@ -551,3 +551,10 @@ def test_methods_lists_every_method_and_its_settings():
     for method in noterag.METHODS:
         assert method in result.stdout
     assert "chunk_filter" in result.stdout and "max_failures" in result.stdout
+
+
+def test_json_output_holds_the_answer_as_a_chat_message(index_dir: Path, scripted: dict[str, Any]):
+    result = cli("ask", QUESTION, "--index", str(index_dir), "--json")
+    assert result.exit_code == 0, result.output
+    messages = json.loads(result.stdout)["messages"]
+    assert messages[-1]["type"] == "ai" and messages[-1]["data"]["content"] == "1871"
