@@ -93,7 +93,7 @@ def resolve_retriever(retriever: Any) -> Any:
     if retriever is None:
         index = os.environ.get("NOTERAG_INDEX")
         if index:
-            return load_retriever(index if ":" in index else f"bm25:{index}")
+            return load_retriever(index)
         from noterag.sample import sample_index
 
         return load_retriever(f"bm25:{sample_index()}")
