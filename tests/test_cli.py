@@ -558,3 +558,29 @@ def test_json_output_holds_the_answer_as_a_chat_message(index_dir: Path, scripte
     assert result.exit_code == 0, result.output
     messages = json.loads(result.stdout)["messages"]
     assert messages[-1]["type"] == "ai" and messages[-1]["data"]["content"] == "1871"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_index_into_unreachable_elasticsearch_is_one_line(tmp_path: Path):
+    pytest.importorskip("elasticsearch", reason="the es extra (langchain-elasticsearch) is not installed")
+    url = f"http://127.0.0.1:{_closed_port()}"
+    corpus = write_corpus(tmp_path / "corpus.jsonl")
+    assert_one_error_line(cli("index", str(corpus), "--es", url, "--index", "hotpot"), url)
+    assert_one_error_line(cli("index", str(corpus), "--es", url), "--es takes --index NAME")
+    assert_one_error_line(cli("index", str(corpus)), "--out DIR is required")
+
+
+def test_index_dense_then_ask_over_it(tmp_path: Path, scripted: dict[str, Any]):
+    pytest.importorskip("sentence_transformers", reason="the dense extra (sentence-transformers) is not installed")
+    corpus, out = write_corpus(tmp_path / "corpus.jsonl"), tmp_path / "dense"
+    built = cli("index", str(corpus), "--out", str(out), "--dense")
+    assert built.exit_code == 0, built.output
+    assert "passages/s" in built.stderr
+    result = cli("ask", QUESTION, "--index", f"dense:{out}", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["passage_ids"]
