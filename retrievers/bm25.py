@@ -22,7 +22,6 @@ boolean OR of term queries on title and text, each token boosted by its count in
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -30,23 +29,20 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import tantivy
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 
+from .base import SearchMixin, to_document
 from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
 
 MANIFEST_NAME = "noterag-index.json"
@@ -462,7 +458,7 @@ class _CommittingWriter:
 # LangChain retriever
 
 
-class BM25Retriever(BaseRetriever):
+class BM25Retriever(SearchMixin, BaseRetriever):
     """BM25 over a noterag index directory (see ``build_bm25_index``).
 
     ``k`` is the default number of passages; ``retriever.invoke(query, k=3)`` overrides it per
@@ -493,46 +489,5 @@ class BM25Retriever(BaseRetriever):
     def search(self, query: str, k: int | None = None) -> list[Document]:
         """The top ``k`` passages as Documents, without LangChain callbacks."""
         hits = self.load().search(query, self._resolve_k(k))
-        return [_to_langchain(passage, score) for passage, score in hits]
+        return [to_document(passage, score) for passage, score in hits]
 
-    def search_many(self, queries: Sequence[str], k: int | None = None) -> list[list[Document]]:
-        """``search`` for each query, in order, without per-query callback overhead.
-
-        Sequential on purpose: measured here, a thread pool gave no speed-up (the per-hit
-        document loading holds the GIL).
-        """
-        return [self.search(query, k) for query in queries]
-
-    def _resolve_k(self, k: int | None) -> int:
-        if k is None:
-            return self.k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"k must be a non-negative integer, got {k!r}")
-        return k
-
-    def _get_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: CallbackManagerForRetrieverRun,
-        k: int | None = None,
-    ) -> list[Document]:
-        return self.search(query, k)
-
-    async def _aget_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: AsyncCallbackManagerForRetrieverRun,
-        k: int | None = None,
-    ) -> list[Document]:
-        # tantivy is synchronous; a thread keeps the event loop (and other graph branches) free.
-        return await asyncio.to_thread(self.search, query, k)
-
-
-def _to_langchain(passage: Passage, score: float) -> Document:
-    return Document(
-        page_content=passage["text"],
-        id=passage["id"],
-        metadata={"id": passage["id"], "title": passage["title"], "score": score},
-    )

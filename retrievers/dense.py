@@ -23,7 +23,6 @@ measured here, ~4 ms for 100k x 384 on 2 cores, linear in the count.
 from __future__ import annotations
 
 import array
-import asyncio
 import json
 import os
 import shutil
@@ -31,17 +30,12 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
@@ -57,6 +51,7 @@ from .bm25 import (
     _write_manifest,
     read_manifest,
 )
+from .base import SearchMixin, to_document
 from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
 from .extras import DENSE_HINT, MissingExtraError
 
@@ -402,7 +397,7 @@ class DenseIndex:
         self._passages.close()
 
 
-class DenseRetriever(BaseRetriever):
+class DenseRetriever(SearchMixin, BaseRetriever):
     """Dense retrieval over a noterag dense index (see ``build_dense_index``).
 
     ``k`` is the default number of passages; ``invoke(query, k=3)`` overrides it per call.
@@ -457,42 +452,5 @@ class DenseRetriever(BaseRetriever):
                 f"the query model gives {vector.shape[0]}-dim vectors but {self.index_dir} "
                 f"holds {index.vectors.shape[1]}-dim ones (built with {index.model_name!r})"
             )
-        return [_to_langchain(index.passage(row), score) for row, score in index.top_k(vector, k)]
+        return [to_document(index.passage(row), score) for row, score in index.top_k(vector, k)]
 
-    def search_many(self, queries: Sequence[str], k: int | None = None) -> list[list[Document]]:
-        """``search`` for each query, in order."""
-        return [self.search(query, k) for query in queries]
-
-    def _resolve_k(self, k: int | None) -> int:
-        if k is None:
-            return self.k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"k must be a non-negative integer, got {k!r}")
-        return k
-
-    def _get_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: CallbackManagerForRetrieverRun,
-        k: int | None = None,
-    ) -> list[Document]:
-        return self.search(query, k)
-
-    async def _aget_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: AsyncCallbackManagerForRetrieverRun,
-        k: int | None = None,
-    ) -> list[Document]:
-        # Embedding and the dot product are CPU-bound (torch and numpy release the GIL).
-        return await asyncio.to_thread(self.search, query, k)
-
-
-def _to_langchain(passage: Passage, score: float) -> Document:
-    return Document(
-        page_content=passage["text"],
-        id=passage["id"],
-        metadata={"id": passage["id"], "title": passage["title"], "score": score},
-    )

@@ -21,7 +21,6 @@ by exact title matches; that heuristic is not reproduced.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import time
@@ -42,13 +41,10 @@ try:
 except ImportError as exc:  # the extra is optional: say how to get it, in one line
     raise MissingExtraError(ES_HINT) from exc
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
 from langchain_core.documents import Document
 from pydantic import Field
 
+from .base import SearchMixin, check_k
 from .bm25 import _ProgressReporter
 from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
 
@@ -448,7 +444,7 @@ def hit_to_document(hit: Mapping[str, Any]) -> Document:
     )
 
 
-class ElasticsearchBM25Retriever(ElasticsearchRetriever):
+class ElasticsearchBM25Retriever(SearchMixin, ElasticsearchRetriever):
     """langchain-elasticsearch's ``ElasticsearchRetriever`` with noterag's BM25 query and documents.
 
     ``k`` is the default number of passages; ``invoke(query, k=3)`` overrides it per call.
@@ -482,12 +478,12 @@ class ElasticsearchBM25Retriever(ElasticsearchRetriever):
             document_mapper=hit_to_document,
             client=client,
         )
-        self.k = _check_k(k)
+        self.k = check_k(k)
         self.url = es_url or _client_url(client)
 
     def search(self, query: str, k: int | None = None) -> list[Document]:
         """The top ``k`` passages as Documents, without LangChain callbacks."""
-        k = self.k if k is None else _check_k(k)
+        k = self.k if k is None else check_k(k)
         if k == 0:
             return []
         body = dict(self.body_func(query))
@@ -509,31 +505,6 @@ class ElasticsearchBM25Retriever(ElasticsearchRetriever):
                 f"cannot reach Elasticsearch at {self.url}; {START_HINT}"
             ) from None
         return [self.document_mapper(hit) for hit in result["hits"]["hits"]]
-
-    def _get_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: CallbackManagerForRetrieverRun,
-        k: int | None = None,
-    ) -> list[Document]:
-        return self.search(query, k)
-
-    async def _aget_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: AsyncCallbackManagerForRetrieverRun,
-        k: int | None = None,
-    ) -> list[Document]:
-        # The sync client is thread-safe (a urllib3 pool); the async one would need aiohttp.
-        return await asyncio.to_thread(self.search, query, k)
-
-
-def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"k must be a non-negative integer, got {k!r}")
-    return k
 
 
 def _client_url(client: Elasticsearch) -> str:

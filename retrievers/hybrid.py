@@ -23,8 +23,10 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, field_validator
 
+from .base import SearchMixin
 
-class HybridRetriever(BaseRetriever):
+
+class HybridRetriever(SearchMixin, BaseRetriever):
     """Reciprocal rank fusion of ``retrievers``' results; ``k`` per call like the others.
 
     Each result keeps the metadata of its first retriever that found it, with ``score`` set
@@ -43,13 +45,6 @@ class HybridRetriever(BaseRetriever):
         if len(value) < 2:
             raise ValueError("a hybrid retriever fuses at least two retrievers")
         return value
-
-    def _resolve_k(self, k: int | None) -> int:
-        if k is None:
-            return self.k
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"k must be a non-negative integer, got {k!r}")
-        return k
 
     def _get_relevant_documents(
         self,
