@@ -43,6 +43,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -597,9 +598,11 @@ def _ircot_golds(objects: Any) -> list[str]:
     return _unique(golds)
 
 
-def _parse_adaptive_note(record: _Record, default_dataset: str) -> Example:
+def _parse_open_answers(record: _Record, default_dataset: str, *, answer_key: str) -> Example:
+    """{id, question, <answer_key>}: the Adaptive-Note test lists ("answer") and FlashRAG
+    ("golden_answers") differ only in the answer's key."""
     obj = record.obj
-    task, golds = _open_golds(_required(obj, "answer"), "answer")
+    task, golds = _open_golds(_required(obj, answer_key), answer_key)
     return Example(
         id=_record_id(obj, "id", record, default_dataset),
         question=_text(obj, "question"),
@@ -607,6 +610,10 @@ def _parse_adaptive_note(record: _Record, default_dataset: str) -> Example:
         task=task,
         dataset=default_dataset,
     )
+
+
+_parse_adaptive_note = partial(_parse_open_answers, answer_key="answer")
+_parse_flashrag = partial(_parse_open_answers, answer_key="golden_answers")
 
 
 def _parse_strategyqa(record: _Record, _default: str) -> Example:
@@ -634,18 +641,6 @@ def _parse_asqa(record: _Record, _default: str) -> Example:
         task="asqa",
         dataset="asqa",
         supporting_titles=_titles(p.get("wikipage") for p in pairs if isinstance(p, dict)),
-    )
-
-
-def _parse_flashrag(record: _Record, default_dataset: str) -> Example:
-    obj = record.obj
-    task, golds = _open_golds(_required(obj, "golden_answers"), "golden_answers")
-    return Example(
-        id=_record_id(obj, "id", record, default_dataset),
-        question=_text(obj, "question"),
-        golds=golds,
-        task=task,
-        dataset=default_dataset,
     )
 
 
