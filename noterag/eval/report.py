@@ -366,11 +366,16 @@ def plot(
         ax.set_ylabel(f"{metric_label(metric)} (%)")
         ax.set_title(f"{metric_label(metric)} vs {PLOT_X[x].split(' per')[0]}")
         ax.grid(True, alpha=0.3)
-        ax.margins(x=0.2, y=0.2)
+        ax.margins(x=0.2)
+        # Percentages from 0, so that a run of zeros sits on the floor rather than mid-plot
+        # (a little below it, so its marker shows whole).
+        top = max((s["metrics"].get(metric) or 0.0 for s in summaries), default=0.0)
+        upper = min(105.0, max(10.0, top * 1.15))
+        ax.set_ylim(-0.04 * upper, upper)
     handles, names = axes[0][0].get_legend_handles_labels()
     rows = math.ceil(len(names) / 2)
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, min(0.5, 0.06 * rows + 0.02), 1, 1))
+    fig.tight_layout(rect=(0, min(0.5, 0.05 * rows + 0.03), 1, 1))
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="png", dpi=120)
