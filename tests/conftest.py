@@ -34,3 +34,16 @@ def local_model() -> Iterator[BaseChatModel]:
     model = load_chat_model("local", ModelSettings(max_tokens=128, timeout=600, max_retries=0))
     yield model
     stop_local_server()
+
+
+# --------------------------------------------------------------------------- langgraph dev
+# One server for every test that talks to it (tests/devserver.py): each start costs a llama.cpp
+# server and ~10 s of imports.
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of a `langgraph dev` server serving langgraph.json with the local model."""
+    from devserver import serve
+
+    yield from serve(tmp_path_factory)

