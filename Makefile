@@ -5,7 +5,7 @@ DEMO_QUESTION ?= In which year was the architect of the Velmora Bridge born?
 # llama.cpp compiles from source once (about 5 minutes on 2 cores); pip caches the wheel after.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: test demo install lint bench clean
+.PHONY: test demo install lint bench clean chromium
 
 # torch first, the CPU build (a local file here): else the dense extra pulls CUDA packages.
 $(VENV)/.installed: pyproject.toml
@@ -17,7 +17,16 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-test: $(VENV)/.installed
+# The browser tests (trace viewer, chat example) drive Debian's Chromium; the JS tests install
+# their npm packages themselves. Without root or apt, those tests skip and say why.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+chromium:
+	@command -v chromium >/dev/null || command -v apt-get >/dev/null || exit 0; \
+	command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "warning: could not install chromium; the browser tests will skip"
+
+test: $(VENV)/.installed chromium
 	$(PY) -m pytest
 
 demo: $(VENV)/.installed
