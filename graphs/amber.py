@@ -79,7 +79,7 @@ def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
     deps.stop_rule = amber_stop
 
     def draft(state: AmberState) -> Literal["init_memory", "accumulate"]:
-        return "accumulate" if "best_note" in state else "init_memory"
+        return "accumulate" if state.get("best_note") is not None else "init_memory"
 
     def collect(state: AmberState, runtime: Runtime) -> Literal["refine_query", "answer"]:
         stop = amber_stop(state, resolve_context(AmberContext, runtime.context))

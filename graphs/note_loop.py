@@ -47,7 +47,7 @@ def build(deps: Deps, stop_rule: StopRule = threshold_stop) -> Any:
     deps.stop_rule = stop_rule
 
     def after_retrieve(state: NoteState) -> Literal["init_note", "accumulate"]:
-        return "accumulate" if "best_note" in state else "init_note"
+        return "accumulate" if state.get("best_note") is not None else "init_note"
 
     def should_continue(state: NoteState, runtime: Runtime) -> Literal["refine_query", "answer"]:
         ctx = resolve_context(deps.context_schema, runtime.context)

@@ -5,41 +5,61 @@ A plain node (no model call, no search), so a run without a question fails befor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, get_origin, get_type_hints
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
+from langgraph.types import Overwrite
 
 from noterag.errors import ConfigError
 from noterag.nodes.step import reply_text
-from noterag.state import QuestionInput
+from noterag.state import AmberState, BaselineState, NoteState, QuestionInput, ReSPState
 
 # What a caller sends: all that a fresh run's state holds when this step runs.
 _INPUT_KEYS = frozenset(QuestionInput.__annotations__)
+# Fields with a reducer take an Overwrite to start over; a plain field takes its new value.
+_ACCUMULATING = frozenset(
+    key
+    for schema in (NoteState, AmberState, ReSPState, BaselineState)
+    for key, hint in get_type_hints(schema, include_extras=True).items()
+    if get_origin(hint) is Annotated
+)
+# Fields whose mere presence means "the loop has begun": they start over absent (None).
+_ABSENT_AT_START = frozenset({"best_note", "queries", "candidate_note", "sub_question"})
 
 
-def question(state: dict[str, Any]) -> dict[str, str]:
+def question(state: dict[str, Any]) -> dict[str, Any]:
     """The run's question: ``question`` when the caller gave one, else the last human message
     of ``messages`` (a chat UI's input; text parts joined with newlines, surrounding whitespace
     dropped). Earlier turns are ignored: each run answers one self-contained question.
-    Raises ConfigError when there is no question or it is blank, and on a thread that already
-    ran one (see below)."""
-    # Accumulating fields start at 0 or []; any other value was left by an earlier run. A
-    # checkpointed thread brings back the last run's state, and the methods cannot start over
-    # from it: its note, counters and seen passages would steer this run, and its question
-    # would win over a chat's new message. So say so rather than answer wrongly.
-    if any(value for key, value in state.items() if key not in _INPUT_KEYS):
-        raise ConfigError(
-            "this thread already ran a question and every run needs a fresh state: "
-            "ask on a new thread, or without one"
-        )
-    given = state.get("question")
-    if given is not None:
-        if not isinstance(given, str):
-            raise ConfigError(f"the question must be a string, got {type(given).__name__}")
-        if not given.strip():
-            raise ConfigError("the question is empty")
-        return {"question": given}
-    messages = state.get("messages") or []
+
+    On a thread that already answered (a checkpointer brings back the last run's state, as in
+    a chat UI), the next user message is the next question, and the run starts over: the last
+    run's note, counters, trace and seen passages are cleared so they cannot steer it; only
+    the conversation is kept. Raises ConfigError when there is no question or it is blank."""
+    # Accumulating fields start at 0 or []; any other value was left by an earlier run.
+    earlier = [key for key, value in state.items() if key not in _INPUT_KEYS and value]
+    messages: list[BaseMessage] = state.get("messages") or []
+    follow_up = bool(earlier) and bool(messages) and isinstance(messages[-1], HumanMessage)
+    given = None if follow_up else state.get("question")
+    text = _checked(given) if given is not None else _from_chat(messages)
+    if not earlier:
+        return {"question": text}
+    return {"question": text} | {
+        key: _cleared(key, value)
+        for key, value in state.items()
+        if key not in _INPUT_KEYS and key != "question"
+    }
+
+
+def _checked(given: Any) -> str:
+    if not isinstance(given, str):
+        raise ConfigError(f"the question must be a string, got {type(given).__name__}")
+    if not given.strip():
+        raise ConfigError("the question is empty")
+    return given
+
+
+def _from_chat(messages: list[BaseMessage]) -> str:
     human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
     if human is None:
         raise ConfigError(
@@ -50,4 +70,12 @@ def question(state: dict[str, Any]) -> dict[str, str]:
     text = reply_text(human, sep="\n").strip()
     if not text:
         raise ConfigError("the last user message is empty")
-    return {"question": text}
+    return text
+
+
+def _cleared(key: str, value: Any) -> Any:
+    if key in _ABSENT_AT_START or not isinstance(value, int | float | str | list | dict):
+        empty = None
+    else:
+        empty = type(value)()
+    return Overwrite(empty) if key in _ACCUMULATING else empty

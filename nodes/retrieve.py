@@ -12,17 +12,18 @@ from noterag.state import Passage
 def retrieve(state: dict[str, Any], env: Env) -> StepGen:
     """Top-k passages for each of the step's queries (the question itself at first), searched
     concurrently; inside the note loop only the passages the profile keeps go on."""
-    queries = state["queries"] if "queries" in state else [state["question"]]
+    queries = state["queries"] if state.get("queries") is not None else [state["question"]]
     results: list[list[Passage]] = yield [Search(q, env.ctx.top_k) for q in queries]
     found = _interleave(results, env.profile.passage_key)
-    if "best_note" in state:
+    in_loop = state.get("best_note") is not None
+    if in_loop:
         # A method without a passage cap (Amber) has no max_passages field: cap None.
         cap = getattr(env.ctx, "max_passages", None)
         found = env.profile.select_passages(found, set(state.get("seen", [])), cap, env.ctx.top_k)
     emit(
         {
             "type": "passages",
-            "step": state.get("steps", 0) + ("best_note" in state),
+            "step": state.get("steps", 0) + in_loop,
             "queries": queries,
             "passages": [{"id": p["id"], "title": p["title"]} for p in found],
         }

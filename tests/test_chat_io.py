@@ -165,29 +165,51 @@ async def test_no_question_fails_before_any_search_or_call(method: str, bad: str
 
 
 @pytest.mark.parametrize("method", noterag.METHODS)
-def test_a_thread_that_ran_a_question_refuses_the_next(method: str):
+async def test_the_next_user_message_on_a_thread_starts_a_fresh_run(method: str):
     """A checkpointed thread (the LangGraph server's, a chat UI's) brings back the last run's
-    note and counters; the second run must say so, not answer from them."""
-    model, retriever = (
+    note and counters; the next user message is answered from scratch, exactly as on a new
+    thread, and the conversation keeps both turns."""
+    follow_up = "Where did Aurelio Fenwick study?"
+
+    # Without a thread: the first question, then the follow-up on its own. (The scripted
+    # model's reply lists go on where the first run left them, so it answers the same.)
+    expected_model, expected_retriever = (
         ScriptedModel(script=velmora_script(answer=ANSWER)),
         RecordingRetriever(passages=CORPUS),
     )
-    graph = build(method, model, retriever).copy(update={"checkpointer": InMemorySaver()})
-    thread = {"configurable": {"thread_id": "chat"}}
-    first = graph.invoke(
-        {"messages": [{"role": "user", "content": QUESTION}]}, thread, context=context(method)
-    )
-    assert first["answer"] == ANSWER
-    calls, searches = len(model.calls), len(retriever.queries)
-    follow_up = {"messages": [{"role": "user", "content": "Where did he study?"}]}
-    with pytest.raises(ConfigError, match="new thread"):
-        graph.invoke(follow_up, thread, context=context(method))
-    assert (len(model.calls), len(retriever.queries)) == (calls, searches)
-    # a new thread starts fresh
-    other = graph.invoke(
-        follow_up, {"configurable": {"thread_id": "other"}}, context=context(method)
-    )
-    assert other["question"] == "Where did he study?"
+    alone = build(method, expected_model, expected_retriever)
+    alone.invoke({"question": QUESTION}, context=context(method))
+    before = len(expected_model.calls), len(expected_retriever.queries)
+    expected = alone.invoke({"question": follow_up}, context=context(method))
+
+    for call in ("invoke", "ainvoke"):
+        model, retriever = (
+            ScriptedModel(script=velmora_script(answer=ANSWER)),
+            RecordingRetriever(passages=CORPUS),
+        )
+        graph = build(method, model, retriever).copy(update={"checkpointer": InMemorySaver()})
+        thread = {"configurable": {"thread_id": "chat"}}
+        turn = {"messages": [{"role": "user", "content": QUESTION}]}
+        first = graph.invoke(turn, thread, context=context(method))
+        assert first["answer"] == ANSWER
+        calls, searches = len(model.calls), len(retriever.queries)
+
+        turn = {"messages": [{"role": "user", "content": follow_up}]}
+        if call == "invoke":
+            second = graph.invoke(turn, thread, context=context(method))
+        else:
+            second = await graph.ainvoke(turn, thread, context=context(method))
+
+        assert second["question"] == follow_up
+        # the same calls, prompts and searches as a fresh run of the follow-up
+        assert model.calls[calls:] == expected_model.calls[before[0] :]
+        assert retriever.queries[searches:] == expected_retriever.queries[before[1] :]
+        for key, value in expected.items():
+            if key != "messages":
+                assert second[key] == value, (method, key)
+        roles = [message.type for message in second["messages"]]
+        assert roles == ["human", "ai", "human", "ai"]
+        assert second["messages"][-1].content == ANSWER
 
 
 class StreamingScripted(ScriptedModel):
