@@ -37,4 +37,4 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check noterag graphs nodes prompts retrievers tests
 
 clean:
-	rm -rf $(VENV) demo-index .langgraph_api
+	rm -rf $(VENV) demo-index .langgraph_api tests/js/node_modules examples/chat/node_modules examples/chat/dist

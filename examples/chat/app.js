@@ -136,6 +136,7 @@ async function run(event) {
   const { server, method, question } = Object.fromEntries(new FormData(form));
   $("timeline").replaceChildren();
   $("answer").textContent = "";
+  delete $("answer").dataset.chunks;
   setMemory("", "");
   form.elements.go.disabled = true;
   setStatus("running", `running ${method}…`);
@@ -158,11 +159,13 @@ async function run(event) {
         // Only the answer node streams; the check keeps the page right if that ever changes.
         if (meta.langgraph_node === "answer" && typeof chunk.content === "string") {
           $("answer").textContent += chunk.content;
+          $("answer").dataset.chunks = Number($("answer").dataset.chunks || 0) + 1;
         }
       } else if (event === "error") {
         throw new Error(data.message || JSON.stringify(data));
       }
     }
+    // The streamed tokens, as the answer node stripped them.
     if (final !== null) $("answer").textContent = final;
     setStatus("done", "done");
   } catch (error) {

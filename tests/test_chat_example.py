@@ -1,0 +1,86 @@
+"""examples/chat works in a real browser: built with esbuild, served from another origin than
+`langgraph dev` (so CORS is exercised), driven in Debian's Chromium by tests/js/chat_page.mjs.
+A DeepNote run of the Velmora question shows its steps live (the retrieved titles, the initial
+note, the review's verdict) and then the streamed answer. The screenshot also goes to
+docs/chat-example.png."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from test_js_client import JS, npm_ci, run_node
+from test_server import QUESTION
+
+pytestmark = pytest.mark.server
+
+REPO = Path(__file__).resolve().parent.parent
+CHAT = REPO / "examples" / "chat"
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOT = REPO / "docs" / "chat-example.png"
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def page_url() -> Iterator[str]:
+    """examples/chat, freshly built, served on 127.0.0.1 by a background thread."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} not found (apt-get install chromium)")
+    if shutil.which("node") is None:
+        pytest.skip("node not found on PATH")
+    npm_ci(JS)
+    npm_ci(CHAT)
+    built = subprocess.run(
+        ["npm", "run", "build"], check=False, cwd=CHAT, capture_output=True, text=True, timeout=300
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(CHAT)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
+def test_chat_page_shows_the_note_evolving_then_the_answer(
+    server: str, page_url: str, tmp_path: Path
+) -> None:
+    query = urlencode(
+        {"server": server, "method": "deepnote", "max_steps": 1, "max_tokens": 48, "top_k": 2}
+    )
+    shot = tmp_path / "chat-example.png"
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    [dom] = run_node(
+        "chat_page.mjs", f"{page_url}?{query}", QUESTION, str(tmp_path / "chromium-profile"),
+        str(shot), str(SCREENSHOT),
+    )  # fmt: skip
+
+    assert dom["status"] == "done", dom["statusText"]
+    assert not dom["problems"], dom["problems"]
+    kinds = [event["type"] for event in dom["events"]]
+    # The page sent max_steps=1: the initial note, one refined step, one verdict, in order.
+    assert kinds.count("note") == 1 and kinds.count("verdict") == 1, kinds
+    assert kinds[0] == "passages" and kinds.index("note") < kinds.index("verdict"), kinds
+    assert "Velmora Bridge" in dom["events"][0]["text"]
+    verdict = dom["events"][kinds.index("verdict")]["text"]
+    assert "accepted" in verdict or "rejected" in verdict, verdict
+    # The answer arrived token by token over messages-tuple.
+    assert dom["answer"].strip() and dom["answerChunks"] > 0, dom
+    # The note panel holds the best note: the initial one, or the candidate the review accepted.
+    shown = [e["text"] for e in dom["events"] if e["type"] in ("note", "verdict")]
+    assert dom["memory"].strip() and any(dom["memory"].strip() in text for text in shown), dom
+    assert shot.stat().st_size > 0 and SCREENSHOT.stat().st_size > 0
