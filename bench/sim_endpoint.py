@@ -5,7 +5,13 @@ paths) after a latency of ``base + per_token * output tokens``, and records ever
 stage, start, end and the number of requests in flight, so a benchmark can compare wall time
 with the time the model itself needed.
 
+With ``Faults`` it also misbehaves like a real endpoint under load, at seeded random: HTTP 500s,
+requests that hang past any client timeout (until the server stops), and 200 OK replies whose
+text no reply parser reads. It counts what it did and how many requests were retries (the
+openai client numbers its attempts in the ``x-stainless-retry-count`` header).
+
     python bench/sim_endpoint.py --port 8931 --base-ms 100 --per-token-ms 2
+    python bench/sim_endpoint.py --error-rate 0.2 --hang-rate 0.05 --garbage-rate 0.1 --seed 1
 """
 
 from __future__ import annotations
@@ -14,8 +20,11 @@ import argparse
 import json
 import random
 import re
+import socket
+import struct
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -110,8 +119,82 @@ class SimModel:
         return text, tokens
 
 
-def make_server(model: SimModel, port: int = 0) -> ThreadingHTTPServer:
+# No reply parser reads these: no status, NLI label, yes/no, list item, question mark or heading.
+_GARBAGE_WORDS = (
+    "lorem",
+    "ipsum",
+    "dolor",
+    "sit",
+    "amet",
+    "consectetur",
+    "adipiscing",
+    "elit",
+    "sed",
+    "tempor",
+    "magna",
+    "aliqua",
+)
+
+
+@dataclass
+class Faults:
+    """How often a request fails and how, drawn per request from a seeded generator, and the
+    counts of what happened (``counts``: requests, ok, error, hang, garbage, retried)."""
+
+    error_rate: float = 0.0  # HTTP 500
+    hang_rate: float = 0.0  # no reply for hang_s, or until the server stops
+    garbage_rate: float = 0.0  # 200 OK, text that parses as nothing
+    hang_s: float = 60.0
+    seed: int = 0
+    reset_rate: float = 0.0  # the connection is reset (TCP RST) instead of a reply
+    counts: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self) -> None:
+        self._rng.seed(self.seed)
+
+    def draw(self, retried: bool) -> tuple[str, str]:
+        """This request's fate (ok, error, hang or garbage) and, for garbage, its text."""
+        with self._lock:
+            coin = self._rng.random()
+            words = self._rng.choices(_GARBAGE_WORDS, k=self._rng.randint(3, 12))
+            if coin < self.error_rate:
+                fate = "error"
+            elif coin < self.error_rate + self.hang_rate:
+                fate = "hang"
+            elif coin < self.error_rate + self.hang_rate + self.garbage_rate:
+                fate = "garbage"
+            elif coin < self.error_rate + self.hang_rate + self.garbage_rate + self.reset_rate:
+                fate = "reset"
+            else:
+                fate = "ok"
+            self.counts.update(["requests", fate] + (["retried"] if retried else []))
+        broken_json = self._rng.random() < 0.5
+        text = ('{"' + words[0] + '": "' + " ".join(words[1:])) if broken_json else " ".join(words)
+        return fate, text
+
+
+class SimServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: Any) -> None:
+        super().__init__(address, handler)
+        self.stopping = threading.Event()
+
+    def shutdown(self) -> None:
+        self.stopping.set()  # hanging requests end with the server
+        super().shutdown()
+
+
+def make_server(model: SimModel, port: int = 0, faults: Faults | None = None) -> SimServer:
     class Handler(BaseHTTPRequestHandler):
+        # Keep-alive, as real endpoints do: under HTTP/1.0 the client connects anew every call.
+        protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes; with Nagle on, the body would wait for the
+        # client's delayed ACK (40 ms on Linux) on a kept-alive connection.
+        disable_nagle_algorithm = True
+
         def log_message(self, *args: Any) -> None:  # quiet
             pass
 
@@ -129,7 +212,26 @@ def make_server(model: SimModel, port: int = 0) -> ThreadingHTTPServer:
         def do_POST(self) -> None:
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             prompt = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
+            fate = "ok"
+            if faults is not None:
+                retried = self.headers.get("x-stainless-retry-count", "0") != "0"
+                fate, garbage = faults.draw(retried)
+            if fate == "error":
+                self.send_error(500, "simulated failure")
+                return
+            if fate == "hang":
+                self.server.stopping.wait(faults.hang_s)  # type: ignore[attr-defined,union-attr]
+                self.close_connection = True
+                return
+            if fate == "reset":  # closing with a zero linger sends RST, not FIN
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                self.close_connection = True
+                return
             text, tokens = model.serve(prompt)
+            if fate == "garbage":
+                text, tokens = garbage, len(garbage.split())
             prompt_tokens = len(prompt.split())
             self._json(
                 {
@@ -152,13 +254,14 @@ def make_server(model: SimModel, port: int = 0) -> ThreadingHTTPServer:
                 }
             )
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
+    server = SimServer(("127.0.0.1", port), Handler)
     return server
 
 
-def start(model: SimModel, port: int = 0) -> tuple[ThreadingHTTPServer, str]:
-    server = make_server(model, port)
+def start(model: SimModel, port: int = 0, faults: Faults | None = None) -> tuple[SimServer, str]:
+    """Serve in a daemon thread; returns the server (``server.shutdown()`` stops it) and its
+    base URL."""
+    server = make_server(model, port, faults)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
 
@@ -168,7 +271,20 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=8931)
     parser.add_argument("--base-ms", type=float, default=100)
     parser.add_argument("--per-token-ms", type=float, default=2)
+    parser.add_argument("--error-rate", type=float, default=0.0, help="share of HTTP 500s")
+    parser.add_argument("--hang-rate", type=float, default=0.0, help="share of hung requests")
+    parser.add_argument("--hang-s", type=float, default=60.0, help="how long a hang lasts")
+    parser.add_argument(
+        "--garbage-rate", type=float, default=0.0, help="share of unparseable replies"
+    )
+    parser.add_argument("--reset-rate", type=float, default=0.0, help="share of reset connections")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    server = make_server(SimModel(args.base_ms / 1000, args.per_token_ms / 1000), args.port)
+    faults = Faults(
+        args.error_rate, args.hang_rate, args.garbage_rate, args.hang_s, args.seed, args.reset_rate
+    )
+    server = make_server(
+        SimModel(args.base_ms / 1000, args.per_token_ms / 1000, seed=args.seed), args.port, faults
+    )
     print(f"serving on http://127.0.0.1:{args.port}/v1")
     server.serve_forever()

@@ -1,18 +1,59 @@
-"""Tolerant parsers for model replies. Each returns a defined outcome for any text, never raises."""
+"""Tolerant parsers for model replies. Each returns a defined outcome for any text, never raises.
+
+When a reply does not have the shape its prompt asks for, the parser takes its documented
+fallback and records it, by kind, in the active ``count_fallbacks()`` (every graph node runs in
+one; the counts reach the state's ``fallbacks``):
+
+| kind         | a reply without ...                  | fallback                                         |
+|--------------|--------------------------------------|--------------------------------------------------|
+| questions    | a numbered or bulleted list          | the lines ending in "?", else the whole reply    |
+| status       | a {"status": ...} verdict            | False (official profile: "true" in the reply)    |
+| yes_no       | a readable Yes / No                  | No                                               |
+| nli          | a useful / useless NLI result        | unparsed (Amber keeps the passage)               |
+| new_question | a "### New Question" with a question | the last line that is not a bare heading         |
+| sub_question | any question text                    | "" (ReSP's plan names nothing: the loop stops)   |
+| done_marker  | the "[DONE]" end marker              | the whole reply                                  |
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
+_FALLBACKS: ContextVar[Counter[str] | None] = ContextVar("noterag_parse_fallbacks", default=None)
+
+
+@contextmanager
+def count_fallbacks() -> Iterator[Counter[str]]:
+    """Count, by kind, the fallbacks the parsers take in this context (see the table above)."""
+    counts: Counter[str] = Counter()
+    token = _FALLBACKS.set(counts)
+    try:
+        yield counts
+    finally:
+        _FALLBACKS.reset(token)
+
+
+def _fell_back(kind: str) -> None:
+    counts = _FALLBACKS.get()
+    if counts is not None:
+        counts[kind] += 1
+
 # A list item: "1. ...", "1) ...", "Q1: ...", "- ...", "* ...", "Question 2: ..."
+# Whitespace runs are matched possessively (\s*+) in every pattern here: with plain \s* next to
+# another \s* the engine tries every split of a long run of spaces (a degenerate model reply),
+# and "Question" + 2,000 spaces took 50 s.
 _ITEM = re.compile(
-    r"^\s*(?:(?:question|q)\s*\d+\s*[:.)-]|\d+\s*[.):-]|[-*•])\s*(?P<text>.+?)\s*$",
+    r"^\s*+(?:(?:question|q)\s*+\d+\s*+[:.)-]|\d+\s*+[.):-]|[-*•])\s*+(?P<text>.*\S)",
     re.IGNORECASE,
 )
 _STATUS = re.compile(
-    r"""["'“”‘’]?status["'“”‘’]?\s*[:=]\s*["'“”‘’]?\s*(?P<value>true|false)\b""",
+    r"""["'“”‘’]?status["'“”‘’]?\s*+[:=]\s*+["'“”‘’]?\s*+(?P<value>true|false)\b""",
     re.IGNORECASE,
 )
 
@@ -26,6 +67,7 @@ def parse_questions(reply: str) -> list[str]:
     lines = [line.strip() for line in reply.splitlines() if line.strip()]
     items = [m.group("text") for line in lines if (m := _ITEM.match(line))]
     if not items:
+        _fell_back("questions")
         items = [line for line in lines if line.endswith("?")]
     if not items and reply.strip():
         items = [" ".join(lines)]
@@ -60,6 +102,7 @@ def parse_status(reply: str) -> Verdict:
     a bare true/false; a reply without a status is an unparsed False."""
     match = _STATUS.search(reply)
     if match is None:
+        _fell_back("status")
         return Verdict(accepted=False, parsed=False)
     return Verdict(accepted=match.group("value").lower() == "true", parsed=True)
 
@@ -78,6 +121,7 @@ def official_status(reply: str, *, cut_braces: bool) -> Verdict:
         status = json.loads(text)["status"]
         return Verdict(accepted=str(status).lower() == "true", parsed=True)
     except Exception:  # the official code falls back on every failure, so do we
+        _fell_back("status")
         return Verdict(accepted="true" in reply.lower(), parsed=False)
 
 
@@ -95,14 +139,15 @@ def parse_yes_no(reply: str) -> Verdict:
     found = {w for w in words if w in ("yes", "no")}
     if len(found) == 1:
         return Verdict(accepted=found == {"yes"}, parsed=True)
+    _fell_back("yes_no")
     return Verdict(accepted=False, parsed=False)
 
 
 # Labels a model puts before the one question it was asked for: "Sub-question:", "[You Thought]:",
 # "Next question:", "Thought 1:", "Q:" (repeated ones too: "[Your Thought]: Question: ...").
 _LABEL = re.compile(
-    r"^(?:\s*\[?\s*(?:(?:your?|next|new|follow[- ]?up)\s+)*"
-    r"(?:sub[- ]?question|question|thought|query|q)\s*\d*\s*\]?\s*[:：]\s*)+",
+    r"^(?:\s*+\[?\s*+(?:(?:your?|next|new|follow[- ]?up)\s++)*"
+    r"(?:sub[- ]?question|question|thought|query|q)\s*+\d*+\s*+\]?\s*+[:：]\s*+)+",
     re.IGNORECASE,
 )
 
@@ -110,6 +155,12 @@ _LABEL = re.compile(
 def parse_sub_question(reply: str) -> str:
     """The one question a planning reply asks: its first non-empty line without labels
     ("Sub-question: ..."), list markers, markdown emphasis or quotes; "" when there is none."""
+    if not (question := _first_question(reply)):
+        _fell_back("sub_question")
+    return question
+
+
+def _first_question(reply: str) -> str:
     for line in reply.splitlines():
         text = _LABEL.sub("", line.replace("**", "").replace("__", "").strip().lstrip("#"))
         if match := _ITEM.match(text):
@@ -126,11 +177,14 @@ _PREFIX = re.compile(r"^\s*(?:passage|response)\s*:\s*", re.IGNORECASE)
 def until_done(reply: str) -> str:
     """A written passage up to the "[DONE]" its prompt asks the writer to end with, without the
     "Passage:"/"Response:" prefix the prompt forbids (small models write both anyway)."""
-    return _PREFIX.sub("", _DONE.split(reply, maxsplit=1)[0]).strip()
+    parts = _DONE.split(reply, maxsplit=1)
+    if len(parts) == 1:
+        _fell_back("done_marker")
+    return _PREFIX.sub("", parts[0]).strip()
 
 
 _NLI = re.compile(
-    r"""nli[\s_-]*result["'“”‘’]?\s*[:=]\s*["'“”‘’]?\s*(?P<value>useful|useless)\b""",
+    r"""nli[\s_-]*+result["'“”‘’]?\s*+[:=]\s*+["'“”‘’]?\s*+(?P<value>useful|useless)\b""",
     re.IGNORECASE,
 )
 
@@ -145,6 +199,7 @@ def parse_nli(reply: str) -> Verdict:
     found = {w for w in _WORD.findall(reply.lower()) if w in ("useful", "useless")}
     if len(found) == 1:
         return Verdict(accepted=found == {"useful"}, parsed=True)
+    _fell_back("nli")
     return Verdict(accepted=False, parsed=False)
 
 
@@ -158,9 +213,10 @@ def parse_new_question(reply: str) -> str:
     non-empty one); without one, the last non-empty line that is not a bare heading; "" when
     the reply has no text. Labels, list markers, emphasis and quotes are removed."""
     headings = list(_NEW_QUESTION.finditer(reply))
-    if headings and (question := parse_sub_question(reply[headings[-1].end() :])):
+    if headings and (question := _first_question(reply[headings[-1].end() :])):
         return question
+    _fell_back("new_question")
     for line in reversed(reply.splitlines()):
-        if question := parse_sub_question(_NEW_QUESTION.sub("", line)):
+        if question := _first_question(_NEW_QUESTION.sub("", line)):
             return question
     return ""

@@ -23,6 +23,7 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import get_runtime
 
 from noterag.context import RunContext, resolve_context
+from noterag.nodes.parsing import count_fallbacks
 from noterag.profiles import Profile, get_profile
 from noterag.state import Passage
 
@@ -184,7 +185,9 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
             with get_executor_for_config(config) as pool:
                 return list(pool.map(perform, effects))
 
-        return _drive(step(state, env), perform, perform_all) | tally.update()
+        with count_fallbacks() as fallbacks:
+            update = _drive(step(state, env), perform, perform_all)
+        return update | tally.update() | _fallback_update(fallbacks)
 
     async def run_async(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         env, tally = env_now(), _Tally()
@@ -201,17 +204,24 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
             return message if effect.stream else reply_text(message)
 
         result: Any = None
-        try:
-            while True:
-                request = gen.send(result)
-                if isinstance(request, list):
-                    result = list(await asyncio.gather(*(perform(e) for e in request)))
-                else:
-                    result = await perform(request)
-        except StopIteration as done:
-            return (done.value or {}) | tally.update()
+        with count_fallbacks() as fallbacks:  # the step's parsers run inside gen.send
+            try:
+                while True:
+                    request = gen.send(result)
+                    if isinstance(request, list):
+                        result = list(await asyncio.gather(*(perform(e) for e in request)))
+                    else:
+                        result = await perform(request)
+            except StopIteration as done:
+                update = done.value or {}
+        return update | tally.update() | _fallback_update(fallbacks)
 
     return RunnableLambda(run_sync, afunc=run_async, name=step.__name__)
+
+
+def _fallback_update(fallbacks: Mapping[str, int]) -> dict[str, Any]:
+    """The state's ``fallbacks`` (replies a parser could not read, by kind) for this node run."""
+    return {"fallbacks": dict(fallbacks)} if fallbacks else {}
 
 
 async def _asearch(retriever: BaseRetriever, search: Search) -> list[Any]:

@@ -84,6 +84,33 @@ IndexOption = Annotated[
         show_default=False,
     ),
 ]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=0.001,
+        help="Seconds each attempt of a model request may take. Default: $NOTERAG_TIMEOUT, "
+        "else 60.",
+        show_default=False,
+    ),
+]
+MaxRetriesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-retries",
+        min=0,
+        help="Times a model request that failed transiently (HTTP 429/5xx, timeout, reset) is "
+        "sent again, with exponential backoff from 0.5 s. Default: $NOTERAG_MAX_RETRIES, "
+        "else 2.",
+        show_default=False,
+    ),
+]
+
+
+def _model_settings(timeout: float | None, max_retries: int | None) -> Any:
+    from noterag.models import ModelSettings
+
+    return ModelSettings.from_env(timeout=timeout, max_retries=max_retries)
 
 
 def _defaults(name: str) -> str:
@@ -307,7 +334,9 @@ def index_command(
         )
         if stats.skipped_lines:
             summary.append(
-                f" ({stats.skipped_lines:,} bad {_plural(stats.skipped_lines, 'line')} skipped)",
+                f" ({stats.skipped_lines:,} bad {_plural(stats.skipped_lines, 'line')} skipped: "
+                + ", ".join(f"{n:,} {kind}" for kind, n in sorted(stats.skipped_by_kind.items()))
+                + ")",
                 style="yellow",
             )
         console.print(summary)
@@ -457,6 +486,8 @@ def ask_command(
             show_default=False,
         ),
     ] = None,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
     extra: Annotated[
         list[str] | None,
         typer.Option(
@@ -473,6 +504,15 @@ def ask_command(
             "--json", help="Print the final state (answer, note, trace, costs) as JSON on stdout."
         ),
     ] = False,
+    html_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the run's trace as a self-contained HTML page to this file "
+            "(as `noterag trace` does).",
+            show_default=False,
+        ),
+    ] = None,
     quiet: Annotated[
         bool,
         typer.Option("--quiet", "-q", help="No progress or summary on stderr, only errors."),
@@ -501,6 +541,10 @@ def ask_command(
         }
         # Validate the settings before starting a model: the context dataclass owns the rules.
         context = parse_context(method.value, context, extra or [])
+        if html_out is not None:
+            from noterag.trace import check_writable
+
+            check_writable(html_out)
 
         from noterag.retrievers import load_retriever
 
@@ -509,16 +553,20 @@ def ask_command(
         try:
             import noterag
 
-            chat_model = _load_model(model, console)
+            chat_model = _load_model(model, console, _model_settings(timeout, max_retries))
             graph = noterag.build_graph(method.value, model=chat_model, retriever=retriever)
-            with _leave_at_once_on_interrupt():
-                final = _run(graph, question.strip(), context, console)
+            from noterag.models import count_retries
+
+            with _leave_at_once_on_interrupt(), count_retries() as retries:
+                final = _run(graph, question.strip(), context, console) | {"method": method.value}
         finally:
             # The local server would also stop at interpreter exit; stopping it here keeps
             # the exit quick and ordered.
             _stop_local_model()
         _print_result(final, as_json)
-        _summary(final, console, time.perf_counter() - started)
+        if html_out is not None:
+            _write_trace(final, html_out, console)
+        _summary(final, console, time.perf_counter() - started, retries.value)
 
 
 @contextmanager
@@ -584,7 +632,7 @@ def _retriever_spec(index: str | None, console: Console) -> str:
     return spec
 
 
-def _load_model(spec: str | None, console: Console) -> Any:
+def _load_model(spec: str | None, console: Console, settings: Any = None) -> Any:
     from noterag import models
 
     spec = (spec if spec is not None else os.environ.get("NOTERAG_MODEL", "local")).strip()
@@ -594,7 +642,7 @@ def _load_model(spec: str | None, console: Console) -> Any:
     label = "starting the local model…" if spec == "local" else f"connecting to {spec}…"
     running = models.local_server_pid()
     with _status(console, label):
-        chat_model = models.load_chat_model(spec)
+        chat_model = models.load_chat_model(spec, settings)
         if running is None:
             _local_pid = models.local_server_pid()
         # Fail in seconds with the endpoint's URL rather than after the client's retries.
@@ -609,22 +657,31 @@ def _status(console: Console, message: str) -> Any:
 
 
 def _run(graph: Any, question: str, context: dict[str, Any], console: Console) -> dict[str, Any]:
+    """The final state, with what the trace viewer needs from the stream (noterag.trace)."""
+    from noterag.trace import Recorder
+
     progress = _Progress(console)
-    final: dict[str, Any] | None = None
+    recorder = Recorder()
     # No "messages" mode: it makes every ChatOpenAI call stream (not only the answer's), and
     # streamed replies from llama.cpp and most OpenAI-compatible servers carry no token usage,
     # which would zero the cost report.
     with progress.live():
         for mode, chunk in graph.stream(
-            {"question": question}, context=context, stream_mode=["custom", "values"]
+            {"question": question}, context=context, stream_mode=list(Recorder.MODES)
         ):
-            if mode == "values":
-                final = chunk
-            else:
+            recorder.feed(mode, chunk)
+            if mode == "custom":
                 progress.event(chunk)
-    if not final or "answer" not in final:
+    if not recorder.final or "answer" not in recorder.final:
         raise NoteragError("the run ended without an answer")
-    return dict(final)
+    return recorder.run()
+
+
+def _write_trace(run: dict[str, Any], path: Path, console: Console) -> None:
+    from noterag.trace import write_html
+
+    write_html(run, path)
+    console.print(Text(f"trace written to {path}", style="dim"))
 
 
 class _Progress:
@@ -742,7 +799,7 @@ def _print_result(final: dict[str, Any], as_json: bool) -> None:
         click.echo(final.get("answer", ""))
 
 
-def _summary(final: dict[str, Any], console: Console, elapsed: float) -> None:
+def _summary(final: dict[str, Any], console: Console, elapsed: float, retries: int = 0) -> None:
     steps, calls = final.get("steps", 0), final.get("llm_calls", 0)
     passages = len(final.get("passage_ids") or [])
     tokens = final.get("prompt_tokens", 0), final.get("completion_tokens", 0)
@@ -754,7 +811,52 @@ def _summary(final: dict[str, Any], console: Console, elapsed: float) -> None:
         f"{passages} {_plural(passages, 'passage')}",
         f"{elapsed:.1f} s",
     ]
+    unreadable = sum((final.get("fallbacks") or {}).values())
+    if unreadable:  # the replies no parser could read took their fallbacks (nodes/parsing.py)
+        parts.insert(-1, f"{unreadable} unreadable {'reply' if unreadable == 1 else 'replies'}")
+    if retries:
+        parts.insert(-1, f"{retries} {_plural(retries, 'request')} retried")
     console.print(Text(" · ".join(parts), style="dim"))
+
+
+# --------------------------------------------------------------------------- trace
+
+
+@app.command("trace")
+def trace_command(
+    run_file: Annotated[
+        Path,
+        typer.Argument(
+            help="A run: the JSON of `noterag ask --json`, or an eval results.jsonl (one row of "
+            "it; pick it with --id). Rows of results.jsonl carry no passage text: passages show "
+            "by id.",
+            show_default=False,
+        ),
+    ],
+    html_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="The HTML file to write (default: the run file's name with .html).",
+            show_default=False,
+        ),
+    ] = None,
+    row_id: Annotated[
+        str | None,
+        typer.Option("--id", help="With a results.jsonl: the question id of the row to render.",
+                     show_default=False),
+    ] = None,
+) -> None:
+    """Render a run as one self-contained HTML page, like the papers' case-study tables:
+    each step's queries, new passages, note changes and verdicts, the answer and its cost."""
+    console = _stderr_console()
+    with _user_errors():
+        from noterag.trace import load_run
+
+        out = html_out or run_file.with_suffix(".html")
+        if out.resolve() == run_file.resolve():
+            raise ConfigError(f"--html {out} would overwrite the run file")
+        _write_trace(load_run(run_file, row_id), out, console)
 
 
 # --------------------------------------------------------------------------- eval
@@ -827,6 +929,8 @@ def eval_command(
             show_default=False,
         ),
     ] = None,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
     extra: Annotated[
         list[str] | None,
         typer.Option(
@@ -894,6 +998,7 @@ def eval_command(
                 force=force,
                 retry_errors=retry_errors,
                 console=console,
+                settings=_model_settings(timeout, max_retries),
             )
         print_summary(summary, Console(highlight=False))
         console.print(Text(f"results in {out}", style="dim"))

@@ -20,6 +20,16 @@ even when the parent is killed. ``NOTERAG_LOCAL_GGUF`` swaps in another GGUF fil
 
 Model calls fail with openai exceptions; ``friendly_model_error`` turns the endpoint problems
 among them into one-line ``ModelUnavailableError`` messages for the CLI.
+
+Transient failures are retried by the openai client itself, per request (never a whole graph
+node): HTTP 408, 409, 429 and 5xx replies, timeouts and connection errors (refused, reset) are
+sent again up to ``ModelSettings.max_retries`` times (default 2, so at most 3 attempts), after
+an exponential backoff of 0.5 s, 1 s, 2 s, ... capped at 8 s, each shortened by a random 0-25 %,
+or after the server's ``Retry-After`` when it gives one of at most 120 s (the SDK's constants,
+``RETRY_BACKOFF``). ``ModelSettings.timeout`` (default 60 s) bounds each attempt.
+``NOTERAG_TIMEOUT`` and ``NOTERAG_MAX_RETRIES`` set both for models built from a spec.
+``count_retries()`` counts the requests re-sent while it is active (per question in an
+evaluation run).
 """
 
 from __future__ import annotations
@@ -39,7 +49,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +63,13 @@ from noterag.errors import ConfigError, ModelUnavailableError, NoteragError
 
 __all__ = [
     "LOCAL_MODEL_NAME",
+    "RETRY_BACKOFF",
     "ModelSettings",
     "OpenAICompatibleChat",
+    "RetryCount",
     "aload_chat_model",
     "check_model_reachable",
+    "count_retries",
     "find_local_gguf",
     "friendly_model_error",
     "load_chat_model",
@@ -83,7 +99,9 @@ class ModelSettings:
     """Sampling and transport settings shared by every model noterag builds.
 
     ``max_tokens=None`` means 512 for the local model (it rambles otherwise) and the
-    endpoint's own default for remote models.
+    endpoint's own default for remote models. ``timeout`` bounds each attempt of a request (s);
+    ``max_retries`` is how many times a failed request is sent again (see the module docstring
+    for what is retried and the backoff).
     """
 
     temperature: float = 0.1
@@ -91,6 +109,31 @@ class ModelSettings:
     max_tokens: int | None = None
     timeout: float = 60.0
     max_retries: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ConfigError(f"the model timeout must be positive, not {self.timeout}")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries must be 0 or more, not {self.max_retries}")
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ModelSettings:
+        """The defaults, with ``NOTERAG_TIMEOUT`` / ``NOTERAG_MAX_RETRIES`` when set, then the
+        ``overrides`` that are not None (the CLI's options)."""
+        values: dict[str, Any] = {}
+        for name, env, kind in (
+            ("timeout", "NOTERAG_TIMEOUT", float),
+            ("max_retries", "NOTERAG_MAX_RETRIES", int),
+        ):
+            raw = os.environ.get(env, "").strip()
+            if raw:
+                try:
+                    values[name] = kind(raw)
+                except ValueError:
+                    raise ConfigError(f"{env}={raw!r} is not a number") from None
+        known = {f.name for f in fields(cls)}
+        values |= {k: v for k, v in overrides.items() if v is not None and k in known}
+        return cls(**values)
 
 
 class OpenAICompatibleChat(ChatOpenAI):
@@ -123,7 +166,7 @@ def load_chat_model(
     """Return a chat model for ``spec`` (see the module docstring for the accepted forms)."""
     if isinstance(spec, BaseChatModel):
         return spec
-    settings = settings or ModelSettings()
+    settings = settings or ModelSettings.from_env()
     if spec is None:
         spec = os.environ.get("NOTERAG_MODEL", "local")
     if not isinstance(spec, str):
@@ -182,6 +225,7 @@ def _openai_chat_model(
         max_tokens=settings.max_tokens,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
+        **_counting_clients(),
     )
 
 
@@ -200,7 +244,82 @@ def _local_chat_model(settings: ModelSettings) -> BaseChatModel:
         max_tokens=settings.max_tokens or LOCAL_MAX_TOKENS,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
+        **_counting_clients(),
     )
+
+
+# --------------------------------------------------------------------------- retries
+
+# The openai SDK's backoff (openai._constants), stated here so that it is documented and a
+# test notices when an SDK upgrade changes it: first delay, cap, and the longest Retry-After
+# the client waits for (a longer one is not retried).
+RETRY_BACKOFF = {"initial_s": 0.5, "max_s": 8.0, "max_retry_after_s": 120.0}
+
+# The SDK numbers every attempt of a request in this header: 0 first, then 1, 2, ...
+_RETRY_HEADER = "x-stainless-retry-count"
+
+
+class RetryCount:
+    """Requests re-sent after a transient failure while ``count_retries()`` was active; a count
+    opened inside another adds to both."""
+
+    def __init__(self, parent: RetryCount | None = None) -> None:
+        self._lock = threading.Lock()
+        self._parent = parent
+        self.value = 0
+
+    def add(self) -> None:
+        with self._lock:  # sync model calls count from worker threads
+            self.value += 1
+        if self._parent is not None:
+            self._parent.add()
+
+
+_RETRIES: ContextVar[RetryCount | None] = ContextVar("noterag_retries", default=None)
+
+
+@contextmanager
+def count_retries() -> Iterator[RetryCount]:
+    """Count the retries of the model requests made in this context (an asyncio task and the
+    tasks and LangChain worker threads it starts, which copy the context), by models built
+    here: ``with count_retries() as retries: graph.invoke(...)``; then ``retries.value``."""
+    counter = RetryCount(_RETRIES.get())
+    token = _RETRIES.set(counter)
+    try:
+        yield counter
+    finally:
+        _RETRIES.reset(token)
+
+
+def _note_attempt(request: Any) -> None:
+    # The SDK retries inside one call, invisibly to LangChain's callbacks; every attempt goes
+    # through the HTTP client, though, numbered in a header.
+    counter = _RETRIES.get()
+    if counter is None:
+        return
+    try:
+        retry = int(request.headers.get(_RETRY_HEADER, "0")) > 0
+    except ValueError:
+        return
+    if retry:
+        counter.add()
+
+
+async def _anote_attempt(request: Any) -> None:
+    _note_attempt(request)
+
+
+def _counting_clients() -> dict[str, Any]:
+    """HTTP clients for ChatOpenAI that report each retried attempt to ``count_retries``: the
+    SDK's default clients (its limits and redirects) with a request hook."""
+    import openai
+
+    return {
+        "http_client": openai.DefaultHttpxClient(event_hooks={"request": [_note_attempt]}),
+        "http_async_client": openai.DefaultAsyncHttpxClient(
+            event_hooks={"request": [_anote_attempt]}
+        ),
+    }
 
 
 # --------------------------------------------------------------------------- local server

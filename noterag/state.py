@@ -25,6 +25,14 @@ def merge_unique(left: list[str] | None, right: list[str] | None) -> list[str]:
     return merged
 
 
+def add_counts(left: dict[str, int] | None, right: dict[str, int] | None) -> dict[str, int]:
+    """Add the counts of ``right`` to those of ``left``, key by key."""
+    merged = dict(left or {})
+    for key, count in (right or {}).items():
+        merged[key] = merged.get(key, 0) + count
+    return merged
+
+
 class Passage(TypedDict):
     id: str
     title: str
@@ -48,6 +56,9 @@ class CostFields(TypedDict, total=False):
     llm_calls: Annotated[int, operator.add]
     prompt_tokens: Annotated[int, operator.add]
     completion_tokens: Annotated[int, operator.add]
+    # replies a parser could not read, by kind, each answered with its documented fallback
+    # (the table in noterag.nodes.parsing)
+    fallbacks: Annotated[dict[str, int], add_counts]
 
 
 class ChatFields(TypedDict, total=False):

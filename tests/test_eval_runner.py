@@ -43,7 +43,7 @@ ROW_FIELDS = {
     "id", "question", "golds", "task", "dataset", "answer", "metrics", "best_note", "memory",
     "stop_reason", "steps", "queries", "trace", "llm_calls", "prompt_tokens",
     "completion_tokens", "passages", "passage_ids", "latency_s", "started_at", "finished_at",
-    "error", "method", "context", "model",
+    "error", "method", "context", "model", "retries", "fallbacks",
 }  # fmt: skip
 HOTPOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa_dev500"
 

@@ -13,7 +13,11 @@ How the numbers are made:
 * ``passages`` is the mean number of distinct passages a question read: the papers' "fair top-k"
   for the vanilla baseline (``noterag eval --method vanilla --fair-topk-from RUN_DIR``);
 * ``wall_s`` is the time during which at least one question was running (the union of the
-  questions' [start, end] intervals), so a run resumed a day later is not charged for the gap.
+  questions' [start, end] intervals), so a run resumed a day later is not charged for the gap;
+* ``retries`` is the number of model requests the client sent again after a transient failure
+  (HTTP 429/5xx, timeout, reset), over every question, failed ones included; ``fallbacks``
+  counts, by kind, the replies a parser could not read and answered with its documented
+  fallback (``noterag.nodes.parsing``), over the answered questions.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,6 +67,8 @@ class Summary(TypedDict):
     cost: dict[str, float | None]  # means per answered question: COSTS
     latency_s: Latency  # per answered question
     wall_s: float
+    retries: int  # model requests sent again, all questions
+    fallbacks: dict[str, int]  # unreadable replies by parser kind, answered questions
 
 
 class RunDirError(NoteragError):
@@ -165,6 +172,8 @@ def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
             p95=percentile(latencies, 95),
         ),
         wall_s=busy_seconds((row["started_at"], row["finished_at"]) for row in rows),
+        retries=sum(row.get("retries") or 0 for row in rows),
+        fallbacks=_sum_counts(row.get("fallbacks") for row in answered),
     )
 
 
@@ -191,6 +200,13 @@ def _cost(row: dict[str, Any], name: str) -> float:
     if name == "tokens":
         return float(row["prompt_tokens"] + row["completion_tokens"])
     return float(row[name])
+
+
+def _sum_counts(counts: Iterable[dict[str, int] | None]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for row_counts in counts:
+        total.update(row_counts or {})
+    return dict(sorted(total.items()))
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -259,10 +275,22 @@ def print_summary(summary: Summary, console: Any) -> None:
         " · ".join(_fmt(latency[k], 1) for k in ("mean", "p50", "p95")),
     )
     table.add_row("wall time s", f"{summary['wall_s']:.1f}")
+    table.add_row("model requests retried", str(summary.get("retries", 0)))
+    table.add_row(
+        "unreadable replies (fallbacks)", format_fallbacks(summary.get("fallbacks") or {})
+    )
     if summary["n_errors"]:
         shown = ", ".join(summary["error_ids"][:5]) + (" …" if summary["n_errors"] > 5 else "")
         table.add_row("failed questions (count 0)", f"{summary['n_errors']}: {shown}", style="red")
     console.print(table)
+
+
+def format_fallbacks(fallbacks: dict[str, int]) -> str:
+    """``7 (status 4, questions 3)``: the total, then each kind, most frequent first."""
+    if not fallbacks:
+        return "0"
+    kinds = sorted(fallbacks.items(), key=lambda item: (-item[1], item[0]))
+    return f"{sum(fallbacks.values())} ({', '.join(f'{k} {n}' for k, n in kinds)})"
 
 
 def _fmt(value: float | None, digits: int) -> str:

@@ -17,11 +17,14 @@ Re-running the same configuration into the same directory resumes: the questions
 anything is appended, and a different configuration is refused with what differs (``limit``
 may change: that is how a run grows). ``force=True`` starts the directory over.
 
-A question whose model calls keep failing (after the client's own retries) is recorded with
+A question whose model calls keep failing (after the client's own retries: ``settings`` sets
+the per-attempt timeout and the number of retries, see ``noterag.models``) is recorded with
 its ``error`` and the run goes on; such questions count 0 in the metrics and
 ``retry_errors=True`` runs them again. An error that would fail every question (endpoint
 unreachable, key rejected, unknown model) aborts the run at once instead; settings are
-checked before the first question.
+checked before the first question. Every row counts the model requests that were sent again
+(``retries``) and the replies a parser could not read (``fallbacks``, by kind); the summary
+adds them up.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ def run_eval(
     force: bool = False,
     retry_errors: bool = False,
     console: Any = None,
+    settings: Any = None,
 ) -> Summary:
     """Run ``method`` on the questions of ``dataset`` into ``out_dir``; return the summary.
 
@@ -83,7 +87,9 @@ def run_eval(
     ``build_graph`` (NOTERAG_INDEX, else the bundled sample). model: a spec or a chat model
     (``model_label`` names an object in the results; a spec names itself). context: the
     method's settings. fair_topk_from: a finished run directory whose mean distinct passages
-    per question becomes ``top_k`` (vanilla only). Blocks; call it outside an event loop.
+    per question becomes ``top_k`` (vanilla only). settings: the ``ModelSettings`` (timeout,
+    retries, ...) of a model built from a spec (default: ``ModelSettings.from_env()``). Blocks;
+    call it outside an event loop.
     """
     if concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, not {concurrency}")
@@ -119,7 +125,7 @@ def run_eval(
     # Nothing is written until the index opens and the model answers, so that a typo in either
     # does not leave a run directory behind that the corrected command would refuse.
     retriever = resolve_retriever(index_spec)
-    chat_model = models.load_chat_model(model)
+    chat_model = models.load_chat_model(model, settings)
     # Seconds, with the endpoint's URL, rather than every question failing after its retries.
     models.check_model_reachable(chat_model)
     graph = noterag.build_graph(method, model=chat_model, retriever=retriever)
@@ -352,19 +358,22 @@ async def _run_all(
 async def answer_one(graph: Any, example: Any, config: dict[str, Any]) -> dict[str, Any]:
     """Run one question; its result row (with ``error`` set if it failed)."""
     from noterag.eval.metrics import score
+    from noterag.models import count_retries
 
     started_at, clock = time.time(), time.perf_counter()
-    try:
-        state = await graph.ainvoke(
-            {"question": example.question, "task": example.task}, context=config["context"]
-        )
-        error = None
-    except Exception as exc:  # recorded in the row, unless fatal for all
-        fatal = fatal_error(exc)
-        if fatal is not None:
-            raise _Abort(fatal) from exc
-        state, error = {}, one_line_error(exc)
+    with count_retries() as retries:  # this task's requests only: the questions run as tasks
+        try:
+            state = await graph.ainvoke(
+                {"question": example.question, "task": example.task}, context=config["context"]
+            )
+            error = None
+        except Exception as exc:  # recorded in the row, unless fatal for all
+            fatal = fatal_error(exc)
+            if fatal is not None:
+                raise _Abort(fatal) from exc
+            state, error = {}, one_line_error(exc)
     latency = time.perf_counter() - clock
+    state = state | {"retries": retries.value}
     answer = state.get("answer")
     if error is None:
         metrics = score(answer or "", list(example.golds), example.task)
@@ -382,8 +391,8 @@ def result_row(
     latency: float,
     started_at: float,
 ) -> dict[str, Any]:
-    """One line of results.jsonl. A failed question's state is lost: its answer, note, trace
-    and costs are null."""
+    """One line of results.jsonl. A failed question's state is lost: its answer, note, trace,
+    costs and fallbacks are null; its retries are known (``state["retries"]``)."""
     failed = error is not None
     passage_ids = list(state.get("passage_ids") or [])
     return {
@@ -405,6 +414,8 @@ def result_row(
         "completion_tokens": None if failed else state.get("completion_tokens", 0),
         "passages": None if failed else len(passage_ids),
         "passage_ids": None if failed else passage_ids,
+        "retries": state.get("retries", 0),
+        "fallbacks": None if failed else dict(state.get("fallbacks") or {}),
         "latency_s": round(latency, 3),
         "started_at": started_at,
         "finished_at": started_at + latency,
@@ -417,10 +428,10 @@ def result_row(
 
 def fatal_error(exc: BaseException) -> NoteragError | None:
     """The error as a one-line NoteragError if it would fail every other question too: the
-    endpoint refuses connections (after the client's retries), rejects the key, does not know
-    the model, or the model could not be set up. None for a question's own failure (a timeout,
-    a 5xx, a prompt too long for the model, an input the graph refuses, a bug on one input);
-    the settings were checked before the run started."""
+    endpoint refuses connections or cannot be found (after the client's retries), rejects the
+    key, does not know the model, or the model could not be set up. None for a question's own
+    failure (a timeout, a 5xx, a connection reset, a prompt too long for the model, an input
+    the graph refuses, a bug on one input); the settings were checked before the run started."""
     import openai
 
     from noterag.models import _cause_chain, friendly_model_error
@@ -433,9 +444,26 @@ def fatal_error(exc: BaseException) -> NoteragError | None:
         ) or (
             isinstance(err, openai.APIConnectionError)
             and not isinstance(err, openai.APITimeoutError)
+            and not _dropped_mid_request(err)
         ):
             return friendly_model_error(err)
     return None
+
+
+# The transport errors of a connection the endpoint accepted and then dropped (by class name:
+# the openai SDK runs on httpx or httpx2, whose classes differ but whose names do not).
+_DROPPED = frozenset({"RemoteProtocolError", "ReadError", "WriteError"})
+
+
+def _dropped_mid_request(err: BaseException) -> bool:
+    """Whether a connection error hit one request of a live endpoint (reset, disconnected
+    without a reply) rather than an endpoint no request reaches (refused, unknown host)."""
+    from noterag.models import _cause_chain
+
+    return any(
+        isinstance(cause, ConnectionResetError) or type(cause).__name__ in _DROPPED
+        for cause in _cause_chain(err)
+    )
 
 
 def one_line_error(exc: BaseException) -> str:
