@@ -33,6 +33,14 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/noterag index noterag/data/sample_corpus.jsonl --out demo-index --force
 	$(VENV)/bin/noterag ask "$(DEMO_QUESTION)" --method deepnote --index demo-index --model local
 
+# Benchmarks, each printing its table (figures also in bench/results/*.json); about 7 minutes.
+bench: $(VENV)/.installed
+	$(PY) bench/orchestration.py
+	$(PY) bench/throughput.py
+	$(PY) bench/retrieval.py
+	$(PY) bench/retrieval_quick.py
+	$(PY) bench/dense_build.py --limit 256
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check noterag graphs nodes prompts retrievers tests
 

@@ -399,3 +399,24 @@ def _sum(counts: list[dict[str, int]]) -> dict[str, int]:
         for k, n in c.items():
             total[k] = total.get(k, 0) + n
     return dict(sorted(total.items()))
+
+
+def test_one_model_object_serves_several_eval_runs(sim: tuple[Faults, str], tmp_path: Path) -> None:
+    """A model's async client pools keep-alive connections on the loop that opened them: a second
+    run with the same model object must not find that loop closed."""
+    _, url = sim
+    model = load_chat_model(f"openai:sim@{url}", ModelSettings(timeout=5, max_retries=0))
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in sample_questions()[:3]))
+    for method in ("vanilla", "deepnote"):
+        run_eval(
+            method,
+            questions,
+            tmp_path / method,
+            index=sample_index(tmp_path / "cache"),
+            model=model,
+            concurrency=2,
+            progress=False,
+        )
+        rows = [json.loads(line) for line in (tmp_path / method / "results.jsonl").open()]
+        assert [row["error"] for row in rows] == [None] * 3, method

@@ -30,6 +30,7 @@ adds them up.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import time
@@ -142,18 +143,32 @@ def run_eval(
         async def main() -> None:
             # BM25 searches and sync-only models run on the loop's default executor, whose
             # default size (CPUs + 4) would cap the concurrency on a small machine.
-            asyncio.get_running_loop().set_default_executor(
-                ThreadPoolExecutor(max(32, concurrency * 2), thread_name_prefix="noterag-eval")
-            )
+            executor = ThreadPoolExecutor(max(32, concurrency * 2), thread_name_prefix="noterag-eval")
+            asyncio.get_running_loop().set_default_executor(executor)
             writer = _ResultsWriter(run_dir / RESULTS_FILE)
             try:
                 await _run_all(graph, todo, config, concurrency, writer, meter)
             finally:
                 writer.close()
+                executor.shutdown(wait=False)
 
         with meter:
-            asyncio.run(main())
+            _event_loop().run(main())
     return summarize(run_dir)
+
+
+_RUNNER: asyncio.Runner | None = None
+
+
+def _event_loop() -> asyncio.Runner:
+    """One event loop for every run of the process: a model's async HTTP client keeps pooled
+    connections bound to the loop that opened them, so a model object passed to a second
+    ``run_eval`` would fail on a closed loop if each run had its own."""
+    global _RUNNER
+    if _RUNNER is None:
+        _RUNNER = asyncio.Runner()
+        atexit.register(_RUNNER.close)
+    return _RUNNER
 
 
 def fair_top_k(method: str, run_dir: str | os.PathLike[str], context: dict[str, Any]) -> int:

@@ -1,0 +1,47 @@
+"""What the benchmark scripts share: percentiles, the results folder, plain-text tables."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100), nearest rank: a value that was actually measured."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def write_results(name: str, data: Any, path: Path | None = None) -> Path:
+    """Write ``data`` as JSON to ``path`` (default bench/results/<name>.json); return the path."""
+    path = path or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    return path
+
+
+def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]]) -> None:
+    """Print ``rows`` as a table; ``columns`` = (key, heading, format spec), e.g. ("p50", "p50 ms",
+    ".2f"). A missing or None value prints as "-"."""
+    cells = [
+        ["-" if row.get(key) is None else format(row[key], spec) for key, _, spec in columns]
+        for row in rows
+    ]
+    widths = [
+        max([len(heading)] + [len(r[i]) for r in cells])
+        for i, (_, heading, _) in enumerate(columns)
+    ]
+    print(
+        "  ".join(
+            h.rjust(w) if i else h.ljust(w) for i, ((_, h, _), w) in enumerate(zip(columns, widths))
+        )
+    )
+    for r in cells:
+        print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
