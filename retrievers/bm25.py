@@ -22,15 +22,18 @@ boolean OR of term queries on title and text, each token boosted by its count in
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
+import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -96,6 +99,8 @@ class BuildStats:
     passages: int
     skipped_lines: int
     seconds: float
+    # kind of bad line -> lines skipped (see noterag.retrievers.corpus)
+    skipped_by_kind: dict[str, int] = dataclass_field(default_factory=dict)
 
 
 def build_bm25_index(
@@ -139,6 +144,7 @@ def build_bm25_index(
         index_dir=str(index_dir),
         passages=stats.passages,
         skipped_lines=stats.skipped,
+        skipped_by_kind=dict(stats.skipped_by_kind),
         seconds=time.perf_counter() - started,
     )
 
@@ -273,11 +279,17 @@ def _write_manifest(index_dir: Path, manifest: dict[str, Any]) -> None:
 
 
 def _swap_into_place(built: Path, index_dir: Path) -> None:
-    """Rename ``built`` to ``index_dir``; an old index is moved aside first, then removed.
+    """Rename ``built`` to ``index_dir``, replacing an old index.
 
-    Between the two renames ``index_dir`` briefly does not exist, but it never holds a partial
-    index that would load.
+    On Linux the two directories are exchanged in one atomic step (``built`` then holds the
+    old index, which the caller removes), so a crash at any instant leaves ``index_dir`` with
+    either the complete old index or the complete new one. Elsewhere the old index is moved
+    aside first, then removed: a crash between the two renames leaves no index at
+    ``index_dir`` and the old one in a ``.NAME.old-*`` sibling, which the loader's error names.
+    Never is a partial index at ``index_dir``.
     """
+    if index_dir.exists() and _exchange(built, index_dir):
+        return
     old = None
     if index_dir.exists():
         old = index_dir.with_name(f".{index_dir.name}.old-{uuid.uuid4().hex[:8]}")
@@ -292,6 +304,58 @@ def _swap_into_place(built: Path, index_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths (Linux ``renameat2(RENAME_EXCHANGE)``); False when
+    the platform, libc or filesystem cannot, so the caller falls back to two renames."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # a libc without renameat2 (glibc < 2.28, some musl)
+        return False
+    renameat2.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    renameat2.restype = ctypes.c_int
+    return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
+
+
+def interrupted_build_note(index_dir: Path) -> str:
+    """What a killed build left next to ``index_dir`` (for the "no index" errors), or ""."""
+    index_dir = Path(index_dir)
+    prefix = f".{index_dir.name}."
+    try:  # not glob: the name may hold glob's special characters
+        siblings = sorted(p for p in index_dir.parent.iterdir() if p.name.startswith(prefix))
+    except OSError:
+        return ""
+    old = [p for p in siblings if p.name.startswith(f"{prefix}old-") and p.is_dir()]
+    building = [p for p in siblings if p.name.startswith(f"{prefix}building-")]
+    notes = []
+    if old and not index_dir.exists():
+        notes.append(
+            f"an interrupted rebuild left the previous index in {old[-1]}: rename it to "
+            f"{index_dir} to use it again"
+        )
+    if building:
+        notes.append(
+            f"{building[0]}{f' and {len(building) - 1} more' if len(building) > 1 else ''} "
+            "is an unfinished build (still running, or interrupted: remove it if no build runs)"
+        )
+    return "; ".join(notes)
+
+
+def _not_found(message: str, index_dir: Path, hint: str = BUILD_HINT) -> IndexNotFoundError:
+    note = interrupted_build_note(index_dir)
+    return IndexNotFoundError(f"{message}; {note}; {hint}" if note else f"{message}; {hint}")
+
+
 # --------------------------------------------------------------------------------------------
 # Loading and searching
 
@@ -300,14 +364,12 @@ def read_manifest(index_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The manifest of a noterag index; ``IndexNotFoundError`` when there is none."""
     index_dir = Path(index_dir)
     if not index_dir.exists():
-        raise IndexNotFoundError(f"index not found: {index_dir} does not exist; {BUILD_HINT}")
+        raise _not_found(f"index not found: {index_dir} does not exist", index_dir)
     if not index_dir.is_dir():
         raise IndexNotFoundError(f"{index_dir} is a file, not an index directory; {BUILD_HINT}")
     path = index_dir / MANIFEST_NAME
     if not path.is_file():
-        raise IndexNotFoundError(
-            f"{index_dir} is not a noterag BM25 index (no {MANIFEST_NAME}); {BUILD_HINT}"
-        )
+        raise _not_found(f"{index_dir} is not a noterag BM25 index (no {MANIFEST_NAME})", index_dir)
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -490,4 +552,3 @@ class BM25Retriever(SearchMixin, BaseRetriever):
         """The top ``k`` passages as Documents, without LangChain callbacks."""
         hits = self.load().search(query, self._resolve_k(k))
         return [to_document(passage, score) for passage, score in hits]
-

@@ -11,11 +11,25 @@ Two line formats are accepted:
 
 The file is read line by line, never loaded whole, so corpora of millions of passages stream
 in constant memory. Errors name the file and the 1-based line number.
+
+Bad lines (each an error naming its line, or with ``skip_bad_lines`` skipped and counted by
+kind in ``CorpusStats.skipped_by_kind``):
+
+* ``invalid UTF-8``, ``invalid JSON``, ``not an object``;
+* ``bad id``: no id, or one that is not a non-empty string or integer;
+* ``bad field``: no text/contents, or a field that is not a string;
+* ``empty passage``: neither title nor text has a non-space character (nothing to search);
+* ``duplicate id``: an id seen on an earlier line. The first line wins: a later passage with
+  the same id would silently replace or shadow it, and which one a user meant is unknowable;
+* ``line too long``: over ``MAX_LINE_BYTES`` (16 MiB). Longer lines are read in pieces and
+  never held in memory, so a file that is not JSONL at all (one huge line) fails at once
+  instead of exhausting memory. Passages up to the limit (a whole long article) are indexed.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +38,11 @@ from typing import Any, BinaryIO
 from noterag.errors import CorpusError
 
 Passage = dict[str, str]
+
+# One passage per line, so a line longer than this is no passage (a binary file, a JSON array
+# on one line): it is rejected without being held whole in memory.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+_READ_CHUNK = 1024 * 1024
 
 
 @dataclass
@@ -34,16 +53,23 @@ class CorpusStats:
     skipped: int = 0
     # (line number, reason) of the first skipped lines, to show the user a sample.
     skipped_examples: list[tuple[int, str]] = field(default_factory=list)
+    # kind of bad line ("invalid JSON", "duplicate id", ...) -> lines skipped
+    skipped_by_kind: Counter[str] = field(default_factory=Counter)
     bytes_read: int = 0
 
-    def record_skip(self, line_no: int, reason: str) -> None:
+    def record_skip(self, line_no: int, reason: str, kind: str = "bad line") -> None:
         self.skipped += 1
+        self.skipped_by_kind[kind] += 1
         if len(self.skipped_examples) < 10:
             self.skipped_examples.append((line_no, reason))
 
 
 class _BadLine(Exception):
-    """A line that is not a passage; the reason is one line of text."""
+    """A line that is not a passage; the reason is one line of text, ``kind`` its category."""
+
+    def __init__(self, reason: str, kind: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
 
 
 def iter_corpus(
@@ -67,23 +93,47 @@ def iter_corpus(
     # this stays far below the index's own memory even for millions of passages.
     seen: dict[str, int] = {}
     with handle:
-        for line_no, raw in enumerate(handle, start=1):
-            stats.bytes_read += len(raw)
-            if not raw.strip():
-                continue
+        for line_no, (raw, size) in enumerate(_lines(handle), start=1):
+            stats.bytes_read += size
             try:
+                if raw is None:
+                    raise _BadLine(
+                        f"line is {size:,} bytes, over the {MAX_LINE_BYTES // 2**20} MiB "
+                        "limit for one passage",
+                        "line too long",
+                    )
+                if not raw.strip():
+                    continue
                 passage = _parse_line(raw)
                 first = seen.get(passage["id"])
                 if first is not None:
-                    raise _BadLine(f"duplicate id {passage['id']!r} (first seen on line {first})")
+                    raise _BadLine(
+                        f"duplicate id {passage['id']!r} (first seen on line {first})",
+                        "duplicate id",
+                    )
             except _BadLine as exc:
                 if not skip_bad_lines:
-                    raise CorpusError(f"{path.name} line {line_no}: {exc}") from None
-                stats.record_skip(line_no, str(exc))
+                    raise CorpusError(
+                        f"{path.name} line {line_no}: {exc} (--skip-bad-lines skips such lines)"
+                    ) from None
+                stats.record_skip(line_no, str(exc), exc.kind)
                 continue
             seen[passage["id"]] = line_no
             stats.passages += 1
             yield passage
+
+
+def _lines(handle: BinaryIO) -> Iterator[tuple[bytes | None, int]]:
+    """(line, its size in bytes) for each line; ``None`` instead of a line over the limit,
+    which is read through in pieces and dropped."""
+    while raw := handle.readline(MAX_LINE_BYTES + 1):
+        if len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n"):
+            yield raw, len(raw)
+            continue
+        size = len(raw)
+        while (piece := handle.readline(_READ_CHUNK)) and not piece.endswith(b"\n"):
+            size += len(piece)
+        yield None, size + len(piece)
 
 
 def open_corpus(path: Path) -> BinaryIO:
@@ -102,14 +152,19 @@ def _parse_line(raw: bytes) -> Passage:
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _BadLine(f"not valid UTF-8 (byte {exc.start})") from None
+        raise _BadLine(f"not valid UTF-8 (byte {exc.start})", "invalid UTF-8") from None
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise _BadLine(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+        raise _BadLine(
+            f"not valid JSON ({exc.msg} at column {exc.colno})", "invalid JSON"
+        ) from None
     if not isinstance(obj, dict):
-        raise _BadLine(f"expected a JSON object, got {type(obj).__name__}")
-    return {"id": _passage_id(obj), **_title_and_text(obj)}
+        raise _BadLine(f"expected a JSON object, got {type(obj).__name__}", "not an object")
+    passage = {"id": _passage_id(obj), **_title_and_text(obj)}
+    if not passage["title"].strip() and not passage["text"].strip():
+        raise _BadLine("empty passage (no title and no text)", "empty passage")
+    return passage
 
 
 def _passage_id(obj: dict[str, Any]) -> str:
@@ -117,11 +172,11 @@ def _passage_id(obj: dict[str, Any]) -> str:
     # bool is an int subclass; an id of `true` is almost certainly a broken export.
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
         if raw_id is None:
-            raise _BadLine('missing "id"')
-        raise _BadLine(f'"id" must be a string or integer, got {type(raw_id).__name__}')
+            raise _BadLine('missing "id"', "bad id")
+        raise _BadLine(f'"id" must be a string or integer, got {type(raw_id).__name__}', "bad id")
     passage_id = str(raw_id)
     if not passage_id.strip():
-        raise _BadLine('empty "id"')
+        raise _BadLine('empty "id"', "bad id")
     return passage_id
 
 
@@ -129,16 +184,18 @@ def _title_and_text(obj: dict[str, Any]) -> dict[str, str]:
     if "text" in obj:
         text, title = obj["text"], obj.get("title") or ""
         if not isinstance(text, str):
-            raise _BadLine(f'"text" must be a string, got {type(text).__name__}')
+            raise _BadLine(f'"text" must be a string, got {type(text).__name__}', "bad field")
         if not isinstance(title, str):
-            raise _BadLine(f'"title" must be a string, got {type(title).__name__}')
+            raise _BadLine(f'"title" must be a string, got {type(title).__name__}', "bad field")
         return {"title": title, "text": text}
     if "contents" in obj:
         contents = obj["contents"]
         if not isinstance(contents, str):
-            raise _BadLine(f'"contents" must be a string, got {type(contents).__name__}')
+            raise _BadLine(
+                f'"contents" must be a string, got {type(contents).__name__}', "bad field"
+            )
         return split_contents(contents)
-    raise _BadLine('missing "text" (or "contents")')
+    raise _BadLine('missing "text" (or "contents")', "bad field")
 
 
 def split_contents(contents: str) -> dict[str, str]:

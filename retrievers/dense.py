@@ -30,7 +30,7 @@ import struct
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,15 +43,16 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 
+from .base import SearchMixin, to_document
 from .bm25 import (
     MANIFEST_NAME,
+    _not_found,
     _ProgressReporter,
     _refuse_to_clobber,
     _swap_into_place,
     _write_manifest,
     read_manifest,
 )
-from .base import SearchMixin, to_document
 from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
 from .extras import DENSE_HINT, MissingExtraError
 
@@ -173,6 +174,8 @@ class DenseBuildStats:
     model: str
     seconds: float  # all of it, including loading the model
     embed_seconds: float  # embedding only: passages / embed_seconds is the model's rate
+    # kind of bad line -> lines skipped (see noterag.retrievers.corpus)
+    skipped_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 def build_dense_index(
@@ -217,6 +220,7 @@ def build_dense_index(
         index_dir=str(index_dir),
         passages=stats.passages,
         skipped_lines=stats.skipped,
+        skipped_by_kind=dict(stats.skipped_by_kind),
         dim=dim,
         model=_manifest_model_name(model_name),
         seconds=time.perf_counter() - started,
@@ -331,7 +335,9 @@ class DenseIndex:
         if not (self.index_dir / MANIFEST_NAME).is_file():
             # read_manifest's messages would suggest building a BM25 index.
             where = "does not exist" if not self.index_dir.exists() else f"has no {MANIFEST_NAME}"
-            raise IndexNotFoundError(f"no dense index at {self.index_dir} ({where}); {BUILD_HINT}")
+            raise _not_found(
+                f"no dense index at {self.index_dir} ({where})", self.index_dir, BUILD_HINT
+            )
         self.manifest = read_manifest(self.index_dir)
         if self.manifest.get("kind") != KIND:
             raise IndexNotFoundError(
@@ -453,4 +459,3 @@ class DenseRetriever(SearchMixin, BaseRetriever):
                 f"holds {index.vectors.shape[1]}-dim ones (built with {index.model_name!r})"
             )
         return [to_document(index.passage(row), score) for row, score in index.top_k(vector, k)]
-

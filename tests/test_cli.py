@@ -178,6 +178,41 @@ def test_skip_bad_lines_indexes_the_rest(tmp_path: Path) -> None:
     assert "1 bad line skipped" in result.stderr
 
 
+BAD_CORPUS_LINES = {
+    "invalid JSON": b'{"id": "2", "text": ',
+    "missing field": b'{"id": "2", "title": "no text"}',
+    "duplicate id": b'{"id": "1", "text": "again"}',
+    "empty passage": b'{"id": "2", "title": "", "text": "  "}',
+    "non-UTF-8": b'{"id": "2", "text": "caf\xe9"}',
+    "line too long": b"[" + b"0," * (8 * 2**20 + 1) + b"0]",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_CORPUS_LINES))
+def test_each_bad_corpus_line_is_one_error_naming_it(tmp_path: Path, kind: str) -> None:
+    corpus = tmp_path / "bad.jsonl"
+    good = b'{"id": "1", "title": "A", "text": "a"}\n'
+    corpus.write_bytes(good + BAD_CORPUS_LINES[kind] + b"\n" + good.replace(b'"1"', b'"3"'))
+    out = tmp_path / "idx"
+    assert_one_error_line(
+        cli("index", str(corpus), "--out", str(out)), "bad.jsonl line 2: ", "--skip-bad-lines"
+    )
+    assert not out.exists()
+
+
+def test_skip_bad_lines_prints_the_count_by_kind(tmp_path: Path) -> None:
+    corpus = tmp_path / "bad.jsonl"
+    good = b'{"id": "1", "title": "A", "text": "a"}\n'
+    corpus.write_bytes(good + b"\n".join(BAD_CORPUS_LINES.values()) + b"\nnot json\n")
+    result = cli("index", str(corpus), "--out", str(tmp_path / "idx"), "--skip-bad-lines")
+    assert result.exit_code == 0, result.output
+    assert "indexed 1 passage" in result.stderr
+    assert (
+        "7 bad lines skipped: 1 bad field, 1 duplicate id, 1 empty passage, 2 invalid JSON, "
+        "1 invalid UTF-8, 1 line too long)"
+    ) in " ".join(result.stderr.split())
+
+
 def test_missing_corpus_is_one_error_line(tmp_path: Path) -> None:
     missing = tmp_path / "nope.jsonl"
     assert_one_error_line(cli("index", str(missing), "--out", str(tmp_path / "idx")), str(missing))
@@ -395,7 +430,8 @@ def test_python_dash_m_errors_reach_the_terminal_as_one_line(tmp_path: Path) -> 
     bad_corpus = run_module("index", str(corpus), "--out", str(tmp_path / "idx"))
     assert bad_corpus.returncode == 1
     assert bad_corpus.stderr.strip().splitlines() == [
-        "error: bad.jsonl line 2: expected a JSON object, got list"
+        "error: bad.jsonl line 2: expected a JSON object, got list "
+        "(--skip-bad-lines skips such lines)"
     ]
     missing = run_module("ask", QUESTION, "--index", str(tmp_path / "missing"))
     assert missing.returncode == 1

@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from noterag.retrievers import CorpusStats, iter_corpus
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from noterag.errors import CorpusError
+from noterag.retrievers import CorpusStats, iter_corpus
 
 
 def write_lines(path: Path, lines: list[str | bytes]) -> Path:
@@ -141,3 +143,156 @@ def test_reading_is_lazy_so_huge_files_stream(tmp_path: Path) -> None:
     assert next(passages)["id"] == "a"
     with pytest.raises(CorpusError, match="line 2"):
         next(passages)
+
+
+# --------------------------------------------------------------------------- hostile corpora
+
+
+def test_a_passage_without_title_and_text_is_a_bad_line(tmp_path: Path) -> None:
+    path = write_lines(
+        tmp_path / "corpus.jsonl",
+        [
+            jl({"id": "t", "title": "Title only", "text": ""}),  # still searchable by its title
+            jl({"id": "e", "title": " ", "text": " \n\t"}),
+        ],
+    )
+    with pytest.raises(CorpusError, match=r"line 2: empty passage \(no title and no text\)"):
+        list(iter_corpus(path))
+    stats = CorpusStats()
+    assert [p["id"] for p in iter_corpus(path, skip_bad_lines=True, stats=stats)] == ["t"]
+    assert stats.skipped_by_kind == {"empty passage": 1}
+
+
+def test_every_kind_of_bad_line_is_counted_by_kind(tmp_path: Path) -> None:
+    path = write_lines(
+        tmp_path / "corpus.jsonl",
+        [
+            jl({"id": "a", "text": "good"}),
+            "{not json",
+            "{also not json",
+            b'{"id": "u", "text": "\xff"}',
+            "[1, 2]",
+            jl({"text": "no id"}),
+            jl({"id": "x", "title": 3, "text": "t"}),
+            jl({"id": "y", "text": ""}),
+            jl({"id": "a", "text": "again"}),
+            jl({"id": "b", "text": "good too"}),
+        ],
+    )
+    stats = CorpusStats()
+    assert [p["id"] for p in iter_corpus(path, skip_bad_lines=True, stats=stats)] == ["a", "b"]
+    assert stats.skipped_by_kind == {
+        "invalid JSON": 2,
+        "invalid UTF-8": 1,
+        "not an object": 1,
+        "bad id": 1,
+        "bad field": 1,
+        "empty passage": 1,
+        "duplicate id": 1,
+    }
+    assert stats.skipped == 8 and stats.passages == 2
+    assert stats.bytes_read == path.stat().st_size
+
+
+def test_a_10_mb_line_is_a_passage_and_indexes(tmp_path: Path) -> None:
+    # Decision: one long passage (a whole article) is data, not an error, up to MAX_LINE_BYTES.
+    from noterag.retrievers import BM25Retriever, build_bm25_index
+
+    long_text = "filler " * 1_500_000 + "zanzibarite"  # ~10.5 MB
+    path = write_lines(
+        tmp_path / "corpus.jsonl",
+        [jl({"id": "long", "title": "Long", "text": long_text}), jl({"id": "s", "text": "short"})],
+    )
+    assert path.stat().st_size > 10_000_000
+    assert [len(p["text"]) for p in iter_corpus(path)] == [len(long_text), 5]
+    build_bm25_index(path, tmp_path / "index", progress=False)
+    hits = BM25Retriever(index_dir=str(tmp_path / "index")).invoke("zanzibarite")
+    assert [d.metadata["id"] for d in hits] == ["long"]
+
+
+def test_a_line_over_the_limit_is_rejected_without_reading_it_whole(tmp_path: Path) -> None:
+    from noterag.retrievers import corpus as corpus_module
+
+    limit_mib = corpus_module.MAX_LINE_BYTES // 2**20
+    huge = b"x" * (corpus_module.MAX_LINE_BYTES + 5)  # no JSON at all: a file that is not JSONL
+    path = write_lines(
+        tmp_path / "c.jsonl", [jl({"id": "a", "text": "ok"}), huge, jl({"id": "b", "text": "ok"})]
+    )
+    with pytest.raises(
+        CorpusError, match=rf"line 2: line is [\d,]+ bytes, over the {limit_mib} MiB limit"
+    ):
+        list(iter_corpus(path))
+    stats = CorpusStats()
+    assert [p["id"] for p in iter_corpus(path, skip_bad_lines=True, stats=stats)] == ["a", "b"]
+    assert stats.skipped_by_kind == {"line too long": 1}
+    assert stats.skipped_examples[0][0] == 2
+    assert stats.bytes_read == path.stat().st_size
+
+
+@pytest.mark.parametrize("limit", [8, 9, 10, 11, 64])
+def test_line_limit_boundaries_keep_line_numbers(
+    tmp_path: Path, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small limits and pieces exercise the piecewise skip at every offset of the newline.
+    from noterag.retrievers import corpus as corpus_module
+
+    monkeypatch.setattr(corpus_module, "MAX_LINE_BYTES", 40)
+    monkeypatch.setattr(corpus_module, "_READ_CHUNK", limit)
+    short = jl({"id": "a", "text": "ok"})  # 26 bytes + newline: under the limit
+    exact = jl({"id": "b", "text": "x" * 15})  # 39 bytes + newline: exactly the limit
+    path = write_lines(
+        tmp_path / "c.jsonl",
+        [short, "y" * 41, exact, "z" * 100, short.replace('"a"', '"c"'), "w" * 45],
+    )
+    stats = CorpusStats()
+    assert [p["id"] for p in iter_corpus(path, skip_bad_lines=True, stats=stats)] == ["a", "b", "c"]
+    assert [line for line, _ in stats.skipped_examples] == [2, 4, 6]
+    assert stats.bytes_read == path.stat().st_size
+
+
+_FUZZ_LINES = st.lists(
+    st.one_of(
+        st.binary(max_size=60),
+        st.text(max_size=40).map(lambda t: t.encode("utf-8", "surrogatepass")),
+        st.fixed_dictionaries(
+            {
+                "id": st.one_of(
+                    st.none(),
+                    st.booleans(),
+                    st.integers(0, 3),
+                    st.sampled_from(["a", "b", "", " "]),
+                    st.floats(),
+                ),
+                "text": st.one_of(st.text(max_size=10), st.integers(), st.none()),
+            },
+            optional={"title": st.one_of(st.text(max_size=5), st.none(), st.integers())},
+        ).map(lambda d: json.dumps(d).encode()),
+    ).map(lambda line: line.replace(b"\n", b" ").replace(b"\r", b" ")),
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(lines=_FUZZ_LINES)
+def test_fuzzed_corpora_yield_passages_or_name_the_bad_line(
+    tmp_path: Path, lines: list[bytes]
+) -> None:
+    path = tmp_path / "fuzz.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    nonblank = [i for i, line in enumerate(lines, 1) if line.strip()]
+    stats = CorpusStats()
+    passages = list(iter_corpus(path, skip_bad_lines=True, stats=stats))
+    assert stats.passages + stats.skipped == len(nonblank)
+    assert len({p["id"] for p in passages}) == len(passages)  # ids stay unique
+    for p in passages:
+        assert set(p) == {"id", "title", "text"} and all(isinstance(v, str) for v in p.values())
+        assert p["id"].strip() and (p["title"].strip() or p["text"].strip())
+    if stats.skipped:
+        first_bad = stats.skipped_examples[0][0]
+        with pytest.raises(CorpusError, match=rf"^fuzz\.jsonl line {first_bad}: ") as info:
+            list(iter_corpus(path))
+        assert "\n" not in str(info.value)
+    else:
+        assert list(iter_corpus(path)) == passages
