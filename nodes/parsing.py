@@ -120,7 +120,7 @@ def official_status(reply: str, *, cut_braces: bool) -> Verdict:
     try:
         status = json.loads(text)["status"]
         return Verdict(accepted=str(status).lower() == "true", parsed=True)
-    except Exception:  # the official code falls back on every failure, so do we
+    except Exception:  # noqa: BLE001 -- the official code falls back on every failure, so do we
         _fell_back("status")
         return Verdict(accepted="true" in reply.lower(), parsed=False)
 

@@ -38,8 +38,8 @@ from noterag.context import (
     resolve_context,
     setting_names,
 )
-from noterag.methods import METHODS, context_schema
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+from noterag.methods import METHODS, context_schema
 
 app = typer.Typer(
     name="noterag",

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import NotRequired, TypedDict  # noqa: UP035 -- see the docstring
 
 
 def merge_unique(left: list[str] | None, right: list[str] | None) -> list[str]:

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from pydantic import Field, PrivateAttr
+from test_note_graphs import CORPUS, QUESTION
+from test_prompts import paper, words
 
 from noterag.errors import ConfigError
 from noterag.graphs import amber
@@ -21,8 +23,6 @@ from noterag.nodes.parsing import Verdict, parse_new_question, parse_nli
 from noterag.prompts import adaptive_note
 from noterag.prompts import amber as amber_prompts
 from scripted import KeywordRetriever, ScriptedModel
-from test_note_graphs import CORPUS, QUESTION
-from test_prompts import paper, words
 
 USEFUL, USELESS = '{"NLI result":"useful"}', '{"NLI result":"useless"}'
 TRUE, FALSE = '{"status": "True"}', '{"status": "False"}'

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from test_resp import CORPUS, QUESTION, RecordingRetriever  # ReSP's small corpus
 
 from noterag.errors import ConfigError
 from noterag.graphs import no_retrieval, vanilla
 from noterag.prompts import baselines
 from scripted import KeywordRetriever, ScriptedModel
-from test_resp import CORPUS, QUESTION, RecordingRetriever  # ReSP's small corpus
 
 
 class RefusingRetriever(BaseRetriever):

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from noterag.retrievers import Bm25Index, BM25Retriever, build_bm25_index, load_retriever
 
 from noterag.errors import ConfigError, CorpusError, IndexNotFoundError
+from noterag.retrievers import Bm25Index, BM25Retriever, build_bm25_index, load_retriever
 
 PASSAGES = [
     {"id": "p1", "title": "Volcano", "text": "A volcano erupts lava and ash from a magma chamber."},

@@ -11,12 +11,12 @@ import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGenerationChunk
 from langgraph.checkpoint.memory import InMemorySaver
+from test_resp import RecordingRetriever
 
 import noterag
 from noterag.errors import ConfigError
 from noterag.methods import context_schema
 from scripted import QUESTION, VELMORA_ROWS, ScriptedModel, passages, velmora_script
-from test_resp import RecordingRetriever
 
 CORPUS = passages(*VELMORA_ROWS)
 ANSWER = "Aurelio Fenwick was born in 1871"

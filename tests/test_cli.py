@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 import typer.main
 from langchain_core.language_models import BaseChatModel
-from scripted import QUESTION, VELMORA_ROWS, ScriptedModel, velmora_script
 from typer.testing import CliRunner
 
 import noterag
 import noterag.models
 from noterag.cli import app
+from scripted import QUESTION, VELMORA_ROWS, ScriptedModel, velmora_script
 
 PASSAGES = VELMORA_ROWS
 ASK_OPTIONS = [
@@ -430,8 +430,10 @@ def test_python_dash_m_errors_reach_the_terminal_as_one_line(tmp_path: Path) -> 
     bad_corpus = run_module("index", str(corpus), "--out", str(tmp_path / "idx"))
     assert bad_corpus.returncode == 1
     assert bad_corpus.stderr.strip().splitlines() == [
-        "error: bad.jsonl line 2: expected a JSON object, got list "
-        "(--skip-bad-lines skips such lines)"
+        (
+            "error: bad.jsonl line 2: expected a JSON object, got list "
+            "(--skip-bad-lines skips such lines)"
+        )
     ]
     missing = run_module("ask", QUESTION, "--index", str(tmp_path / "missing"))
     assert missing.returncode == 1

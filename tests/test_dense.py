@@ -25,6 +25,8 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
+
+from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 from noterag.retrievers import (
     BM25Retriever,
     build_bm25_index,
@@ -39,8 +41,6 @@ from noterag.retrievers.dense import (
 )
 from noterag.retrievers.extras import MissingExtraError
 from noterag.retrievers.hybrid import HybridRetriever
-
-from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 
 DENSE_EXTRA = all(
     importlib.util.find_spec(name) is not None

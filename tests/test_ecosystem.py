@@ -17,7 +17,14 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    passages,
+    velmora_script,
+)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -21,8 +21,10 @@ pytest.importorskip(
     "langchain_elasticsearch", reason="the es extra (langchain-elasticsearch) is not installed"
 )
 
-from fake_elasticsearch import FakeElasticsearch
 from langchain_elasticsearch import ElasticsearchRetriever
+
+from fake_elasticsearch import FakeElasticsearch
+from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 from noterag.retrievers import load_retriever
 from noterag.retrievers.elastic import (
     INDEX_MAPPINGS,
@@ -34,8 +36,6 @@ from noterag.retrievers.elastic import (
     build_es_index,
     parse_es_spec,
 )
-
-from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 
 PASSAGES = [
     {"id": "p1", "title": "Volcano", "text": "A volcano erupts lava and ash from a magma chamber."},

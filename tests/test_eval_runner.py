@@ -28,7 +28,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
-from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
 from typer.testing import CliRunner
 
 import noterag.models
@@ -37,6 +36,7 @@ from noterag.errors import ConfigError, ModelUnavailableError
 from noterag.eval import run_eval
 from noterag.eval.report import RunDirError
 from noterag.models import local_extra_installed
+from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
 
 CORPUS = passages(*VELMORA_ROWS)
 ROW_FIELDS = {

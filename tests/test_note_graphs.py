@@ -4,7 +4,7 @@ fallbacks and the exact sequence of prompts."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from langchain_core.documents import Document
@@ -13,7 +13,14 @@ from langchain_core.retrievers import BaseRetriever
 import noterag
 from noterag.context import DeepNoteContext, resolve_context
 from noterag.errors import ConfigError
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    passages,
+    velmora_script,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
 LOOP = ["refine_query", "accumulate", "review"]
@@ -193,7 +200,7 @@ def test_paper_prompts_number_passages_and_never_repeat_one():
 
 def test_official_deepnote_prompt_stream():
     class Recording(KeywordRetriever):
-        queries: list[str] = []
+        queries: ClassVar[list[str]] = []
 
         def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None):
             self.queries.append(query)

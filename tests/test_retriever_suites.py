@@ -22,6 +22,7 @@ pytest.importorskip("langchain_tests", reason="langchain-tests is not installed 
 
 from langchain_core.retrievers import BaseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
+
 from noterag.retrievers import BM25Retriever, build_bm25_index
 
 # Every passage shares words with the query, so even BM25 has at least 3 hits for k=3.

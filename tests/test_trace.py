@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 import test_cli
 import test_resp
+from test_amber import script as amber_script
+from test_cli import assert_one_error_line, cli
+
+from noterag.eval.runner import result_row
 from noterag.graphs import adaptive_note, amber, deepnote, no_retrieval, vanilla
+from noterag.trace import record, render_html, word_diff
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -26,11 +31,6 @@ from scripted import (
     passages,
     velmora_script,
 )
-from test_amber import script as amber_script
-from test_cli import assert_one_error_line, cli
-
-from noterag.eval.runner import result_row
-from noterag.trace import record, render_html, word_diff
 
 # test_cli's fixtures: a BM25 index of the Velmora corpus, the CLI's model patched to a script.
 index_dir, scripted = test_cli.index_dir, test_cli.scripted
