@@ -60,10 +60,16 @@ def numbered_passages(passages: Sequence[Passage]) -> str:
     )
 
 
+# Both papers' query-refinement prompts ask for "two new questions".
+PROMPTED_QUESTIONS = 2
+
+
 def paper_new_queries(
     reply: str, question: str, query_log: Sequence[str]
 ) -> tuple[list[str], list[str]]:
-    fresh = _unasked(parse_questions(reply), question, query_log)
+    """The first two questions of the reply not asked before: a reply listing more (a verbose
+    model, or instructions injected through a passage) cannot multiply a step's searches."""
+    fresh = _unasked(parse_questions(reply), question, query_log)[:PROMPTED_QUESTIONS]
     return fresh, fresh
 
 

@@ -4,7 +4,7 @@ A passage can make a gullible model say anything, so an injected verdict can rea
 and be a defined verdict ("True" is one). What it must not do is leave the defined graph: no
 crash, no stage out of order, no step or failure counter out of step with the verdicts the
 parser returned, no stop condition skipped, no setting changed, no more queries than the
-method's parser yields, and nothing but a bool recorded as a verdict.
+method's parser yields (two a step in the paper profile, however many the passage lists), and nothing but a bool recorded as a verdict.
 
 Two models obey the passages: ``Gullible`` replies with its whole prompt (every passage, note
 and instruction comes back as its reply, so each step reads the injections of the step before),
@@ -131,6 +131,8 @@ def test_note_loops_only_take_defined_transitions(
         log += logged
         if profile == "official":
             assert len(queries) == 1 and len(queries[0]) <= 500
+        else:  # the two questions the prompt asks for, whatever the reply lists
+            assert len(queries) <= 2
     assert state["query_log"] == log
     if profile == "paper":
         assert len(state["passage_ids"]) <= 15  # the passage cap holds whatever the queries

@@ -21,7 +21,12 @@ from noterag.nodes.parsing import (
     parse_yes_no,
     until_done,
 )
-from noterag.profiles import amber_new_queries, official_new_queries, paper_new_queries
+from noterag.profiles import (
+    PROMPTED_QUESTIONS,
+    amber_new_queries,
+    official_new_queries,
+    paper_new_queries,
+)
 
 
 def test_numbered_and_bulleted_questions():
@@ -303,7 +308,7 @@ def test_fuzz_profile_query_parsers_stay_within_their_limits(
 ) -> None:
     asked = {q.casefold() for q in query_log} | {question.casefold()}
     logged, queries = paper_new_queries(reply, question, query_log)
-    assert logged == queries == parse_questions_unasked(reply, asked)
+    assert logged == queries == parse_questions_unasked(reply, asked)[:PROMPTED_QUESTIONS]
     logged, queries = amber_new_queries(reply, question, query_log)
     assert logged == queries and len(queries) <= 1
     assert all(q and q.casefold() not in asked for q in queries)
