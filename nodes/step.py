@@ -130,10 +130,13 @@ def to_passage(doc: Any) -> Passage:
 
 
 class _Tally:
-    """Cost of one node run, added to the state's cost fields."""
+    """Cost of one node run, added to the state's cost fields: its model calls and tokens, and
+    the replies its parsers could not read (``fallbacks``, bound to ``count_fallbacks`` while
+    the step runs)."""
 
     def __init__(self) -> None:
         self.calls = self.prompt_tokens = self.completion_tokens = 0
+        self.fallbacks: Mapping[str, int] = {}
 
     def add(self, message: AIMessage) -> None:
         self.calls += 1
@@ -141,14 +144,17 @@ class _Tally:
         self.prompt_tokens += usage.get("input_tokens", 0)
         self.completion_tokens += usage.get("output_tokens", 0)
 
-    def update(self) -> dict[str, int]:
-        if not self.calls:
-            return {}
-        return {
-            "llm_calls": self.calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-        }
+    def update(self) -> dict[str, Any]:
+        update: dict[str, Any] = {}
+        if self.calls:
+            update |= {
+                "llm_calls": self.calls,
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+            }
+        if self.fallbacks:
+            update["fallbacks"] = dict(self.fallbacks)
+        return update
 
 
 def _ask_config(ask: Ask) -> RunnableConfig:
@@ -185,9 +191,9 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
             with get_executor_for_config(config) as pool:
                 return list(pool.map(perform, effects))
 
-        with count_fallbacks() as fallbacks:
+        with count_fallbacks() as tally.fallbacks:
             update = _drive(step(state, env), perform, perform_all)
-        return update | tally.update() | _fallback_update(fallbacks)
+        return update | tally.update()
 
     async def run_async(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         env, tally = env_now(), _Tally()
@@ -204,7 +210,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
             return message if effect.stream else reply_text(message)
 
         result: Any = None
-        with count_fallbacks() as fallbacks:  # the step's parsers run inside gen.send
+        with count_fallbacks() as tally.fallbacks:  # the step's parsers run inside gen.send
             try:
                 while True:
                     request = gen.send(result)
@@ -214,14 +220,9 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
                         result = await perform(request)
             except StopIteration as done:
                 update = done.value or {}
-        return update | tally.update() | _fallback_update(fallbacks)
+        return update | tally.update()
 
     return RunnableLambda(run_sync, afunc=run_async, name=step.__name__)
-
-
-def _fallback_update(fallbacks: Mapping[str, int]) -> dict[str, Any]:
-    """The state's ``fallbacks`` (replies a parser could not read, by kind) for this node run."""
-    return {"fallbacks": dict(fallbacks)} if fallbacks else {}
 
 
 async def _asearch(retriever: BaseRetriever, search: Search) -> list[Any]:
