@@ -4,6 +4,7 @@ LangChain entry points over it (async in a thread), and the Document shape."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +13,8 @@ from langchain_core.callbacks import (
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field, field_validator
 
 from .corpus import Passage
 
@@ -60,3 +63,18 @@ class SearchMixin:
         k: int | None = None,
     ) -> list[Document]:
         return await asyncio.to_thread(self.search, query, k)
+
+
+class IndexDirRetriever(SearchMixin, BaseRetriever):
+    """A retriever over a noterag index directory (``index_dir``, a str or a path), opened on
+    first use; ``k`` passages by default."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    index_dir: str
+    k: int = Field(default=5, ge=1)
+
+    @field_validator("index_dir", mode="before")
+    @classmethod
+    def _path_to_str(cls, value: Any) -> Any:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value

@@ -40,12 +40,11 @@ from typing import Any
 
 import tantivy
 from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import PrivateAttr
 
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 
-from .base import SearchMixin, to_document
+from .base import IndexDirRetriever, to_document
 from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
 
 MANIFEST_NAME = "noterag-index.json"
@@ -520,25 +519,15 @@ class _CommittingWriter:
 # LangChain retriever
 
 
-class BM25Retriever(SearchMixin, BaseRetriever):
+class BM25Retriever(IndexDirRetriever):
     """BM25 over a noterag index directory (see ``build_bm25_index``).
 
     ``k`` is the default number of passages; ``retriever.invoke(query, k=3)`` overrides it per
     call. The index is opened on first use and shared by concurrent calls.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    index_dir: str
-    k: int = Field(default=5, ge=1)
-
     _index: Bm25Index | None = PrivateAttr(default=None)
     _open_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-
-    @field_validator("index_dir", mode="before")
-    @classmethod
-    def _path_to_str(cls, value: Any) -> Any:
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
 
     def load(self) -> Bm25Index:
         """Open the index (once) and return it; raises ``IndexNotFoundError`` if it is not there."""

@@ -38,12 +38,11 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import PrivateAttr
 
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 
-from .base import SearchMixin, to_document
+from .base import IndexDirRetriever, to_document
 from .bm25 import (
     MANIFEST_NAME,
     _not_found,
@@ -403,7 +402,7 @@ class DenseIndex:
         self._passages.close()
 
 
-class DenseRetriever(SearchMixin, BaseRetriever):
+class DenseRetriever(IndexDirRetriever):
     """Dense retrieval over a noterag dense index (see ``build_dense_index``).
 
     ``k`` is the default number of passages; ``invoke(query, k=3)`` overrides it per call.
@@ -413,21 +412,12 @@ class DenseRetriever(SearchMixin, BaseRetriever):
     loaded on first use, the model once per process.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    index_dir: str
-    k: int = Field(default=5, ge=1)
     model_name: str | None = None
     embeddings: Embeddings | None = None
 
     _index: DenseIndex | None = PrivateAttr(default=None)
     _embedder: Embeddings | None = PrivateAttr(default=None)
     _open_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-
-    @field_validator("index_dir", mode="before")
-    @classmethod
-    def _path_to_str(cls, value: Any) -> Any:
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
 
     def load(self) -> DenseIndex:
         """Open the index and its model (once); raises ``IndexNotFoundError`` if it is missing."""
