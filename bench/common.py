@@ -1,10 +1,12 @@
-"""What the benchmark scripts share: percentiles, the results folder, plain-text tables."""
+"""What the benchmark scripts share: percentiles, gold recall, the results folder, plain-text
+tables."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,27 @@ def percentile(values: Sequence[float], q: float) -> float:
     if not ordered:
         return math.nan
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def gold_recall(
+    search: Callable[[str], Sequence[Any]], questions: Sequence[dict[str, Any]], ks: Sequence[int]
+) -> tuple[dict[int, float], list[float]]:
+    """Mean gold-paragraph recall@k of ``search`` (a query -> ranked Documents) over questions
+    with ``supporting_titles`` (HotpotQA), and each query's latency in seconds."""
+    recall = dict.fromkeys(ks, 0.0)
+    latencies = []
+    for q in questions:
+        started = time.perf_counter()
+        titles = [d.metadata["title"] for d in search(q["question"])]
+        latencies.append(time.perf_counter() - started)
+        gold = set(q["supporting_titles"])
+        for k in ks:
+            recall[k] += len(gold & set(titles[:k])) / len(gold)
+    return {k: total / len(questions) for k, total in recall.items()}, latencies
+
+
+def recall_text(recall: dict[int, float]) -> str:
+    return "recall@k: " + "  ".join(f"@{k} {value:.3f}" for k, value in recall.items())
 
 
 def write_results(name: str, data: Any, path: Path | None = None) -> Path:

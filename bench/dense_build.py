@@ -16,8 +16,9 @@ import itertools
 import json
 import statistics
 import tempfile
-import time
 from pathlib import Path
+
+from common import gold_recall, recall_text
 
 from noterag.retrievers import BM25Retriever, build_bm25_index
 from noterag.retrievers.dense import DEFAULT_MODEL, DenseRetriever, build_dense_index
@@ -72,19 +73,10 @@ def main() -> None:
         }
         dense.load()
         for name, retriever in retrievers.items():
-            recall = dict.fromkeys(KS, 0.0)
-            latencies = []
-            for q in questions:
-                started = time.perf_counter()
-                titles = [d.metadata["title"] for d in retriever.invoke(q["question"])]
-                latencies.append(time.perf_counter() - started)
-                gold = set(q["supporting_titles"])
-                for k in KS:
-                    recall[k] += len(gold & set(titles[:k])) / len(gold)
+            recall, latencies = gold_recall(retriever.invoke, questions, KS)
             print(
-                f"  {name:7s} recall@k: "
-                + "  ".join(f"@{k} {v / len(questions):.3f}" for k, v in recall.items())
-                + f"   query p50 {statistics.median(latencies) * 1000:.1f} ms"
+                f"  {name:7s} {recall_text(recall)}"
+                f"   query p50 {statistics.median(latencies) * 1000:.1f} ms"
             )
 
 

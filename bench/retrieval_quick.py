@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import gold_recall, recall_text
+
 from noterag.retrievers import BM25Retriever, build_bm25_index
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -37,18 +39,8 @@ def hotpotqa(dataset: str, analyzer: str) -> None:
         print(f"{dataset}: built {stats.passages:,} passages in {stats.seconds:.2f} s ({analyzer})")
         retriever = BM25Retriever(index_dir=str(Path(tmp) / "idx"), k=max(KS))
         retriever.load()
-        recall = dict.fromkeys(KS, 0.0)
-        latencies = []
-        for q in questions:
-            started = time.perf_counter()
-            titles = [d.metadata["title"] for d in retriever.search(q["question"])]
-            latencies.append(time.perf_counter() - started)
-            gold = set(q["supporting_titles"])
-            for k in KS:
-                recall[k] += len(gold & set(titles[:k])) / len(gold)
-        print(
-            "  recall@k: " + "  ".join(f"@{k} {v / len(questions):.3f}" for k, v in recall.items())
-        )
+        recall, latencies = gold_recall(retriever.search, questions, KS)
+        print(f"  {recall_text(recall)}")
         _print_latency(latencies)
 
 
