@@ -104,13 +104,17 @@ def load_run(path: str | Path, row_id: str | None = None) -> dict[str, Any]:
     try:
         runs = [json.loads(text)]
     except json.JSONDecodeError:
-        try:
-            runs = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise TraceInputError(
-                f"{path} is not JSON (line {exc.lineno}: {exc.msg}); expected the output of "
-                "`noterag ask --json` or an eval results.jsonl"
-            ) from None
+        runs = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                runs.append(json.loads(line))
+            except json.JSONDecodeError as exc:  # exc.lineno counts within the line: 1
+                raise TraceInputError(
+                    f"{path} is not JSON (line {number}: {exc.msg}); expected the output of "
+                    "`noterag ask --json` or an eval results.jsonl"
+                ) from None
     if row_id is not None:
         runs = [r for r in runs if isinstance(r, dict) and str(r.get("id")) == row_id]
         if not runs:

@@ -396,6 +396,7 @@ def test_trace_command_picks_a_results_row_by_id(tmp_path: Path) -> None:
     [
         (None, "run file not found"),
         ("{not json", "is not JSON"),
+        ('{"question": "q", "answer": "a"}\n\n{"id": 2\n', "is not JSON (line 3:"),
         ("", "is empty"),
         ('{"answer": "1871", "trace": []}', "is not a run"),
         ('["question", "answer"]', "is not a run"),
