@@ -1,40 +1,62 @@
-"""Answer metrics as the Adaptive-Note and DeepNote papers define them.
+"""Answer metrics: the columns named as in the papers compute what the papers' official code
+computes; our own definitions (normalised, or stricter) sit beside them under other names.
 
 Entry point: ``score(prediction, golds, task)`` → a dict of percentages (0–100) for one
-question; ``aggregate(rows)`` averages such dicts over a run.
+question, the papers' columns first; ``aggregate(rows)`` averages such dicts over a run.
 
-* **multihop** (HotpotQA, 2WikiMQA, MuSiQue) → ``em``, ``f1``, ``acc``; ``golds`` is a list of
-  aliases (the first canonical), each metric the maximum over the aliases.
+The papers' tables were computed by ``src/eval.py`` of the official repositories:
+thunlp/DeepNote at commit ``cc2f0132737e04ec2d895e8c21673cee612ca1e7`` and
+thunlp/Adaptive-Note at commit ``ab69094f84558ab3dcda9ac9d530222a91c2d5bc`` (the two files agree
+on every function below except where said). Both score the model's raw ``output`` string as it
+came back.
 
-  - ``em`` and ``f1``: SQuAD's ``normalize_answer`` (lower-case, drop ASCII punctuation, drop the
-    articles a/an/the, collapse whitespace), then exact equality or token F1, as in the official
-    Adaptive-Note code (``src/eval.py``: ``compute_exact``, ``F1_scorer``).
-  - ``acc``: the gold is *contained* in the prediction (a substring test, not whole words).
-    **Difference from the papers' code:** the official Adaptive-Note/DeepNote code tests
-    ``gold.lower() in prediction.lower()`` on the raw strings and reports a 0–1 fraction; we
-    compare SQuAD-normalised strings (so ``5,042`` matches ``5042`` and ``The Picture of Dorian
-    Gray`` matches ``Picture of Dorian Gray``) and report a percentage like every other metric.
-    Being a substring test, it inherits the papers' quirk that a gold ``no`` is contained in a
-    prediction ``not known``.
-  - We do not apply HotpotQA's own special case (F1 = 0 when one side is yes/no and the two
-    differ); the papers do not either.
+**Scale.** Every column here is a percentage, per question 0–100 and averaged over a run. The
+official DeepNote ``eval.py`` reports percentages too, rounded to two decimals; Adaptive-Note's
+reports ``em``/``f1`` as rounded percentages but its ``acc_score`` returns a 0–1 fraction (its
+tables print percentages). We keep full precision; the printed tables round to one decimal.
 
-* **asqa** (ALCE's ASQA) → ``str_em``, ``str_hit``; ``golds`` is one alias list per QA pair
-  (ALCE's ``qa_pairs[i].short_answers``). As in ALCE's ``compute_str_em`` (copied verbatim into
-  Adaptive-Note's ``eval.py``): a QA pair is *answered* when any of its normalised short answers
-  is a substring of the normalised prediction; ``str_em`` is the percentage of QA pairs answered
-  and ``str_hit`` is 100 when every QA pair is answered, else 0.
+* **multihop** (HotpotQA, 2WikiMQA, MuSiQue); ``golds`` is a list of aliases (the first
+  canonical), each metric the best over the aliases.
 
-* **strategyqa** → ``acc``; ``golds`` is ``["yes"]`` or ``["no"]``. The prediction is lower-cased
-  and split into words at every non-word character (so ``"Yes."``, ``"yes—it is"`` and ``"No,
-  because ..."`` all count); it is right when exactly one of the words ``yes``/``no`` occurs and
-  it is the gold. A reply with both (``"yes and no"``) or neither (``"maybe"``, ``"not sure"``)
-  is wrong. The papers' prompt asks for a bare yes/no but their scoring code is not published,
-  so this is our definition; words, not substrings, so ``"no"`` is not found in ``"not"`` or
-  ``"know"``.
+  - ``em`` — official (``compute_exact``): SQuAD's ``normalize_answer`` (lower-case, drop ASCII
+    punctuation, drop the articles a/an/the, collapse whitespace) on both sides, then equality.
+  - ``f1`` — official (``F1_scorer`` → ``qa_f1_score`` → ``f1_score``): token F1 of the
+    normalised strings. As in the official code (SQuAD v1.1's), no shared token gives 0 even
+    when both sides normalise to nothing (prediction ``""``, gold ``"The"``: ``em`` 100,
+    ``f1`` 0).
+  - ``acc`` — official (``acc_score``): some alias, lower-cased, is a substring of the
+    lower-cased prediction — raw strings, no other normalisation: ``"Paris, France"`` has
+    ``paris``, but ``"The U.S. Navy"`` does not have ``US Navy`` and ``"5042"`` does not have
+    ``5,042``. Being a substring test, a gold ``no`` is inside ``"not known"``; an empty gold is
+    inside everything (the official code has no guard, so neither has this column).
+  - ``acc_norm`` — ours: the same containment on SQuAD-normalised strings (so ``5,042`` matches
+    ``5042`` and ``The Picture of Dorian Gray`` matches ``Picture of Dorian Gray``). A gold that
+    normalises to nothing (``"The"``) would be inside every prediction, so for it containment
+    falls back to equality. This was noterag's ``acc`` before the columns followed the official
+    code.
+  - Neither code applies HotpotQA's own special case (F1 = 0 when one side is yes/no and the
+    two differ).
 
-One guard on top of the papers: a gold alias that normalises to the empty string (``"The"``)
-would be "contained" in every prediction, so containment falls back to equality for it.
+* **asqa** (ALCE's ASQA) → ``str_em``, ``str_hit``, both official (``compute_str_em`` /
+  ``exact_presence``, copied from ALCE); ``golds`` is one alias list per QA pair (ALCE's
+  ``qa_pairs[i].short_answers``). A QA pair is *answered* when any of its normalised short
+  answers is a substring of the normalised prediction; ``str_em`` is the percentage of QA pairs
+  answered, ``str_hit`` 100 when every pair is answered, else 0. A pair with no short answers is
+  never answered; a short answer that normalises to nothing answers its pair whatever the
+  prediction (the official code has no guard, so neither have these columns). Before scoring,
+  the literal ``<|im_end|>`` (Qwen's end-of-turn token) is removed from the prediction, as both
+  official ``eval_asqa`` functions do.
+
+* **strategyqa**; ``golds`` is ``["yes"]`` or ``["no"]``.
+
+  - ``acc`` — official (DeepNote's ``acc_choice``; Adaptive-Note does not evaluate StrategyQA):
+    the lower-cased gold occurs in the lower-cased prediction as a whole word (``\\bgold\\b``),
+    whatever else the reply says: ``"Yes."``, ``"No, because ..."`` and ``"yes or no"`` (gold
+    ``yes``, and also gold ``no``) are right; ``"not sure"`` is not ``no``.
+  - ``acc_strict`` — ours: the prediction is split into words at every non-word character;
+    it is right when exactly one of the words ``yes``/``no`` occurs and it is the gold. A reply
+    with both (``"yes or no"``) or neither (``"maybe"``) is wrong. This was noterag's ``acc``
+    for StrategyQA before the columns followed the official code.
 """
 
 from __future__ import annotations
@@ -46,9 +68,23 @@ from collections.abc import Iterable, Mapping, Sequence
 
 TASKS = ("multihop", "asqa", "strategyqa")
 
+# The columns each task yields, the papers' (the official code's) first, then ours.
+PAPER_METRICS: dict[str, tuple[str, ...]] = {
+    "multihop": ("em", "f1", "acc"),
+    "asqa": ("str_em", "str_hit"),
+    "strategyqa": ("acc",),
+}
+EXTRA_METRICS: dict[str, tuple[str, ...]] = {
+    "multihop": ("acc_norm",),
+    "asqa": (),
+    "strategyqa": ("acc_strict",),
+}
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _WORDS = re.compile(r"\w+")
+# Qwen's end-of-turn token, which both official eval_asqa functions strip from the output.
+_IM_END = "<|im_end|>"
 
 
 def normalize_answer(text: str) -> str:
@@ -60,19 +96,30 @@ def normalize_answer(text: str) -> str:
 
 
 def exact_match(prediction: str, golds: str | Sequence[str]) -> float:
-    """1.0 when the normalised prediction equals any normalised gold, else 0.0."""
+    """1.0 when the normalised prediction equals any normalised gold, else 0.0 (official
+    ``compute_exact`` for one question)."""
     pred = normalize_answer(prediction)
     return max(float(pred == normalize_answer(g)) for g in _aliases(golds))
 
 
 def f1(prediction: str, golds: str | Sequence[str]) -> float:
-    """Token F1 (0–1) of the normalised prediction against the best normalised gold."""
+    """Token F1 (0–1) of the normalised prediction against the best normalised gold (official
+    ``F1_scorer`` for one question)."""
     pred_tokens = normalize_answer(prediction).split()
     return max(_token_f1(pred_tokens, normalize_answer(g).split()) for g in _aliases(golds))
 
 
-def acc(prediction: str, golds: str | Sequence[str]) -> float:
-    """1.0 when any normalised gold is a substring of the normalised prediction, else 0.0."""
+def acc_score(prediction: str, golds: str | Sequence[str]) -> float:
+    """The papers' multi-hop acc (official ``acc_score`` for one question): 1.0 when any gold,
+    lower-cased, is a substring of the lower-cased prediction, else 0.0. Raw strings otherwise:
+    no punctuation or article removal, no guard for an empty gold."""
+    pred = prediction.lower()
+    return float(any(g.lower() in pred for g in _aliases(golds)))
+
+
+def acc_norm(prediction: str, golds: str | Sequence[str]) -> float:
+    """Our ``acc_norm``: 1.0 when any normalised gold is a substring of the normalised
+    prediction, else 0.0; a gold that normalises to nothing must equal the prediction."""
     pred = normalize_answer(prediction)
     return float(any(_contains(pred, normalize_answer(g)) for g in _aliases(golds)))
 
@@ -88,6 +135,19 @@ def str_hit(prediction: str, qa_pairs: Sequence[Sequence[str]]) -> float:
     return float(all(_answered_pairs(prediction, qa_pairs)))
 
 
+def acc_choice(prediction: str, golds: str | Sequence[str]) -> float:
+    """The papers' StrategyQA acc (DeepNote's ``acc_choice`` for one question): 1.0 when some
+    lower-cased gold occurs as a whole word in the lower-cased prediction, else 0.0.
+
+    The official pattern is ``rf"\\b{ans}\\b"`` with the gold unescaped; we ``re.escape`` it.
+    For the golds StrategyQA has (``yes``/``no``, which ``score`` insists on) the two are the
+    same pattern; they would differ only for a gold holding a regex metacharacter, where the
+    official code would read it as regex syntax (or fail) and we match it literally.
+    """
+    pred = prediction.lower()
+    return float(any(re.search(rf"\b{re.escape(g.lower())}\b", pred) for g in _aliases(golds)))
+
+
 def yes_no(prediction: str) -> str | None:
     """The yes/no a reply gives: ``"yes"``, ``"no"``, or None when it says both or neither."""
     words = set(_WORDS.findall(prediction.lower()))
@@ -97,14 +157,15 @@ def yes_no(prediction: str) -> str | None:
     return "yes" if has_yes else "no"
 
 
-def strategyqa_acc(prediction: str, golds: str | Sequence[str]) -> float:
-    """1.0 when the reply's single yes/no (see ``yes_no``) is the gold, else 0.0."""
-    gold = _yes_no_gold(golds)
-    return float(yes_no(prediction) == gold)
+def acc_strict(prediction: str, golds: str | Sequence[str]) -> float:
+    """Our StrategyQA ``acc_strict``: 1.0 when the reply's single yes/no (see ``yes_no``) is
+    the gold, else 0.0."""
+    return float(yes_no(prediction) == _yes_no_gold(golds))
 
 
 def score(prediction: str | None, golds: Sequence, task: str) -> dict[str, float]:
-    """The metrics of one answer as percentages (0–100), by task (see the module docstring).
+    """The metrics of one answer as percentages (0–100), by task (see the module docstring):
+    the papers' columns (``PAPER_METRICS``) first, then ours (``EXTRA_METRICS``).
 
     ``prediction`` None (a question that failed) scores like an empty answer. Raises
     ``ValueError`` for an unknown task or golds of the wrong shape for the task.
@@ -115,16 +176,25 @@ def score(prediction: str | None, golds: Sequence, task: str) -> dict[str, float
         return {
             "em": 100.0 * exact_match(prediction, aliases),
             "f1": 100.0 * f1(prediction, aliases),
-            "acc": 100.0 * acc(prediction, aliases),
+            "acc": 100.0 * acc_score(prediction, aliases),
+            "acc_norm": 100.0 * acc_norm(prediction, aliases),
         }
     if task == "asqa":
         pairs = _qa_pairs(golds)
+        prediction = prediction.replace(_IM_END, "")
         return {
             "str_em": 100.0 * str_em(prediction, pairs),
             "str_hit": 100.0 * str_hit(prediction, pairs),
         }
     if task == "strategyqa":
-        return {"acc": 100.0 * strategyqa_acc(prediction, golds)}
+        # Both columns read the gold as its bare yes/no, so a gold spelled "Yes." is searched
+        # as "yes" (the official code, given such a gold, would search for "yes." with "." any
+        # character); the datasets' loaders only ever produce bare "yes"/"no".
+        gold = [_yes_no_gold(golds)]
+        return {
+            "acc": 100.0 * acc_choice(prediction, gold),
+            "acc_strict": 100.0 * acc_strict(prediction, gold),
+        }
     raise ValueError(f"unknown task {task!r} (expected one of: {', '.join(TASKS)})")
 
 
@@ -132,7 +202,8 @@ def aggregate(rows: Iterable[Mapping[str, float]]) -> dict[str, float]:
     """The mean of each metric over the rows that have it (``{}`` for no rows).
 
     Averaging per key, not per row, lets a run that mixes tasks still report each metric over
-    the questions it applies to.
+    the questions it applies to. (A run mixing multi-hop and StrategyQA questions averages both
+    tasks' ``acc`` together, as the column means the same thing, "the papers' acc", in each.)
     """
     totals: dict[str, float] = {}
     counts: dict[str, int] = {}
@@ -147,10 +218,9 @@ def aggregate(rows: Iterable[Mapping[str, float]]) -> dict[str, float]:
 
 
 def _token_f1(pred: list[str], gold: list[str]) -> float:
-    # SQuAD v2's convention for empty token lists (both empty → 1, one empty → 0); v1.1, and
-    # the papers' copy of it, would give 0 even when both are empty while EM gives 1.
-    if not pred or not gold:
-        return float(pred == gold)
+    # The official f1_score: no shared token → 0, so two empty token lists give 0 as well
+    # (SQuAD v1.1's convention; v2 would give 1). An empty side always has no shared token,
+    # which also keeps the divisions below away from zero.
     common = sum((Counter(pred) & Counter(gold)).values())
     if common == 0:
         return 0.0
@@ -159,15 +229,16 @@ def _token_f1(pred: list[str], gold: list[str]) -> float:
 
 
 def _contains(normalised_prediction: str, normalised_gold: str) -> bool:
-    # An empty gold is a substring of everything; demand equality instead (module docstring).
+    # acc_norm only: an empty gold is a substring of everything; demand equality instead.
     if not normalised_gold:
         return normalised_prediction == ""
     return normalised_gold in normalised_prediction
 
 
 def _answered_pairs(prediction: str, qa_pairs: Sequence[Sequence[str]]) -> list[bool]:
+    # The official exact_presence: plain substring of normalised strings, no empty-gold guard.
     pred = normalize_answer(prediction)
-    return [any(_contains(pred, normalize_answer(a)) for a in pair) for pair in qa_pairs]
+    return [any(normalize_answer(a) in pred for a in pair) for pair in qa_pairs]
 
 
 def _is_pair(pair: object) -> bool:

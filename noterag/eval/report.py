@@ -6,8 +6,9 @@ A run directory (written by ``noterag.eval.runner``) holds ``run.json`` (the con
 
 How the numbers are made:
 
-* metrics (EM, F1, acc, str-em, str-hit, ...) are means over **every** question of the run; a
-  question that failed counts 0 and the failures are reported (``n_errors``, ``error_ids``);
+* metrics (EM, F1, acc, str-em, str-hit as the papers' official code computes them, then our
+  own acc_norm / acc_strict) are means over **every** question of the run; a question that
+  failed counts 0 and the failures are reported (``n_errors``, ``error_ids``);
 * costs (LLM calls, prompt / completion tokens, distinct passages, latency) are means over the
   questions that were **answered**: a failed question's state, and so its cost, is lost;
 * ``passages`` is the mean number of distinct passages a question read: the papers' "fair top-k"
@@ -38,9 +39,19 @@ RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
 
-# The order metric columns appear in, whatever the tasks of the compared runs.
-METRIC_ORDER = ("em", "f1", "acc", "str_em", "str_hit")
-METRIC_NAMES = {"em": "EM", "f1": "F1", "acc": "Acc", "str_em": "str-em", "str_hit": "str-hit"}
+# The order metric columns appear in, whatever the tasks of the compared runs: the papers'
+# columns (computed as the official code computes them) first, then our own definitions
+# (noterag.eval.metrics says which is which).
+METRIC_ORDER = ("em", "f1", "acc", "str_em", "str_hit", "acc_norm", "acc_strict")
+METRIC_NAMES = {
+    "em": "EM",
+    "f1": "F1",
+    "acc": "Acc",
+    "str_em": "str-em",
+    "str_hit": "str-hit",
+    "acc_norm": "Acc (norm.)",
+    "acc_strict": "Acc (strict)",
+}
 COSTS = ("llm_calls", "prompt_tokens", "completion_tokens", "tokens", "passages")
 
 
@@ -361,7 +372,8 @@ def plot(
     x: str = "llm_calls",
 ) -> Path:
     """A PNG scatter of quality against cost: one panel per metric (EM and F1 for multi-hop
-    runs; the first two metrics the runs share otherwise), one labelled point per run, x the
+    runs; the first two metrics the runs share otherwise, the papers' before ours: Acc and
+    Acc (strict) for StrategyQA), one labelled point per run, x the
     mean LLM calls (``x="llm_calls"``) or tokens (``x="tokens"``) per question."""
     if x not in PLOT_X:
         raise NoteragError(f"plot x must be one of {', '.join(PLOT_X)}, not {x!r}")
