@@ -27,7 +27,7 @@ ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
 
 
 def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
-    deps = method_deps(NAME, prompts, AdaptiveNoteContext, ROLES, model, retriever, role_models)
+    deps = method_deps(NAME, {"paper": prompts.PAPER, "official": prompts.OFFICIAL}, AdaptiveNoteContext, ROLES, model, retriever, role_models)
     return note_loop.build(deps)
 
 

@@ -75,7 +75,7 @@ ROLES = (
 
 
 def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
-    deps = method_deps(NAME, prompts, AmberContext, ROLES, model, retriever, role_models)
+    deps = method_deps(NAME, {"paper": prompts.PAPER}, AmberContext, ROLES, model, retriever, role_models)
     deps.stop_rule = amber_stop
 
     def draft(state: AmberState) -> Literal["init_memory", "accumulate"]:

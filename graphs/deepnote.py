@@ -6,8 +6,12 @@
         P_t = retrieve(q_t)                                                 retrieve
         N_t = LLM_KA(q_0, P_t, N_opt)                                       accumulate
         V_t = LLM_ARD(q_0, N_opt, N_t);  V_t ? N_opt = N_t : failures += 1   review
-    until failures >= max_failures or steps >= max_steps or passages > cap  (note_loop.threshold_stop)
+    until failures >= max_failures or steps >= max_steps                   (note_loop.threshold_stop)
     answer = LLM_Ans(q_0, N_opt)                                            answer
+
+The paper (§3.3) stops on max failure and max step only, so ``profile="paper"`` has no passage
+cap unless ``max_passages`` is set. The official code also stops once more than ``--max_top_k``
+(15) distinct passages were read (``>``): ``profile="official"`` keeps that cap.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
 
 
 def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
-    deps = method_deps(NAME, prompts, DeepNoteContext, ROLES, model, retriever, role_models)
+    deps = method_deps(NAME, {"paper": prompts.PAPER, "official": prompts.OFFICIAL}, DeepNoteContext, ROLES, model, retriever, role_models)
     return note_loop.build(deps)
 
 

@@ -31,15 +31,18 @@ StopRule = Callable[[Mapping[str, Any], Any, Profile], str | None]
 
 def threshold_stop(state: Mapping[str, Any], ctx: Any, profile: Profile) -> str | None:
     """Why the loop stops now, or None. Adaptive-Note's Eq. 8, Stop = 1{IU >= T_IU or
-    CI >= T_CI or RP >= T_RP}, and DeepNote's rule are the same test: failed steps, steps,
-    distinct passages (the profile decides >= or >, as the official DeepNote code uses >)."""
+    CI >= T_CI or RP >= T_RP}, and DeepNote's rule (max failure, max step; §3.3) are the same
+    test: failed steps, steps, distinct passages (the cap: the profile decides >= or >, as the
+    official DeepNote code uses >; DeepNote's paper profile has none unless set). The official
+    loop tests failures after a step only: there, max_failures=0 still runs one step."""
     failures, steps, seen = state.get("failures", 0), state.get("steps", 0), len(state.get("seen", []))
-    if failures >= ctx.max_failures:
+    if failures >= ctx.max_failures and (steps > 0 or profile.failures_checked_at_init):
         return f"{failures} failed step(s) (max_failures = {ctx.max_failures})"
     if steps >= ctx.max_steps:
         return f"{steps} step(s) (max_steps = {ctx.max_steps})"
-    if profile.cap_reached(seen, ctx.max_passages):
-        return f"{seen} distinct passages (max_passages = {ctx.max_passages})"
+    cap = profile.cap(ctx.max_passages)
+    if cap is not None and profile.cap_reached(seen, cap):
+        return f"{seen} distinct passages (max_passages = {cap})"
     return None
 
 

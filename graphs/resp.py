@@ -61,7 +61,7 @@ def stop_reason(state: Mapping[str, Any], ctx: Any, profile: Any = None) -> str 
 
 
 def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
-    deps = method_deps(NAME, prompts, ReSPContext, ROLES, model, retriever, role_models)
+    deps = method_deps(NAME, {"paper": prompts.PAPER}, ReSPContext, ROLES, model, retriever, role_models)
     deps.stage_roles = STAGE_ROLES
     deps.stop_rule = stop_reason
 

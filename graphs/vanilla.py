@@ -12,7 +12,7 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from noterag.context import RunContext
+from noterag.context import BaselineContext
 from noterag.methods import lazy_graph, method_deps
 from noterag.nodes.answer import answer
 from noterag.nodes.question import question
@@ -22,7 +22,7 @@ from noterag.prompts import baselines
 from noterag.state import BaselineOutput, BaselineState, QuestionInput
 
 NAME = "vanilla"
-CONTEXT = RunContext
+CONTEXT = BaselineContext
 ROLES = ("answer",)
 
 
@@ -35,10 +35,15 @@ def single_pass(
     role_models: Mapping[str, Any],
 ) -> Any:
     """A baseline: the question step, ``steps`` once each, in order, then the end."""
-    deps = method_deps(name, prompts, RunContext, ROLES, model, retriever, role_models)
+    # the papers print no baseline prompts: both profiles send the official files (their
+    # passage formats differ; noterag.profiles)
+    deps = method_deps(
+        name, {"paper": prompts, "official": prompts}, BaselineContext, ROLES, model, retriever,
+        role_models,
+    )
     graph = StateGraph(
         BaselineState,
-        context_schema=RunContext,
+        context_schema=BaselineContext,
         input_schema=QuestionInput,
         output_schema=BaselineOutput,
     )
@@ -54,7 +59,7 @@ def single_pass(
 
 
 def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
-    return single_pass(NAME, baselines.vanilla, (retrieve, answer), model, retriever, role_models)
+    return single_pass(NAME, baselines.VANILLA, (retrieve, answer), model, retriever, role_models)
 
 
 __getattr__ = lazy_graph(build, globals())

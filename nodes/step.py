@@ -64,6 +64,8 @@ class Deps:
     retriever: BaseRetriever
     prompts: Mapping[str, Any]  # profile name -> the method's prompt set
     context_schema: type[RunContext]
+    # ranks by embeddings: the official profile formats such passages as the official codes do
+    dense: bool = False
     stop_rule: Callable[[Mapping[str, Any], Any, Profile], str | None] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     # stage -> model role where one role serves several stages (ReSP's reasoner: judge, plan);
@@ -97,6 +99,12 @@ class Env:
     def prompts(self) -> Any:
         """The method's prompt set for this run's profile."""
         return self.deps.prompts[self.profile.name]
+
+    def sampling(self) -> dict[str, Any]:
+        """Per-call sampling arguments: the profile's (official: the official code's 0.1 / 0.9 /
+        1280), then what the run sets. Passed with each call, so they reach model objects a
+        caller built too."""
+        return {**self.profile.sampling, **self.ctx.sampling()}
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -168,19 +176,26 @@ def _ask_config(ask: Ask) -> RunnableConfig:
 def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
     """A graph node running ``step`` with ``deps`` bound, under invoke and ainvoke alike."""
 
-    def env_now() -> Env:
+    def env_now(state: Mapping[str, Any]) -> Env:
         ctx = resolve_context(deps.context_schema, get_runtime().context)
-        return Env(ctx=ctx, deps=deps, profile=get_profile(ctx.profile, deps.method))
+        profile = get_profile(
+            ctx.profile,
+            deps.method,
+            task=state.get("task") or ctx.task,
+            dense=deps.dense,
+            official_code=getattr(ctx, "official_code", None),
+        )
+        return Env(ctx=ctx, deps=deps, profile=profile)
 
     def run_sync(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        env, tally = env_now(), _Tally()
+        env, tally = env_now(state), _Tally()
 
         def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
                 docs = deps.retriever.invoke(effect.query, k=effect.k)
                 return [to_passage(d) for d in docs[: effect.k]]
             message = deps.model_for(effect.stage, stream=effect.stream).invoke(
-                effect.prompt, config=_ask_config(effect), **env.ctx.sampling()
+                effect.prompt, config=_ask_config(effect), **env.sampling()
             )
             tally.add(message)
             return message if effect.stream else reply_text(message)
@@ -196,7 +211,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
         return update | tally.update()
 
     async def run_async(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        env, tally = env_now(), _Tally()
+        env, tally = env_now(state), _Tally()
         gen = step(state, env)
 
         async def perform(effect: Effect) -> Any:
@@ -204,7 +219,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
                 docs = await _asearch(deps.retriever, effect)
                 return [to_passage(d) for d in docs[: effect.k]]
             message = await deps.model_for(effect.stage, stream=effect.stream).ainvoke(
-                effect.prompt, config=_ask_config(effect), **env.ctx.sampling()
+                effect.prompt, config=_ask_config(effect), **env.sampling()
             )
             tally.add(message)
             return message if effect.stream else reply_text(message)

@@ -32,14 +32,22 @@ class RunContext:
     )
     profile: Literal["paper", "official"] = _field(
         "paper",
-        "paper: the papers' method with robust engineering; official: reproduce the official "
-        "code's behaviour (raw-reply queries, duplicate passages, lenient verdicts).",
+        "paper: the papers' method as printed, with robust engineering; official: reproduce the "
+        "official code, the configuration that produced the published numbers (its prompt files "
+        "byte for byte, raw-reply queries, duplicate passages, lenient verdicts, sampling "
+        "0.1 / 0.9 / 1280 tokens).",
     )
     temperature: float | None = _field(
-        None, "Sampling temperature for every call (None: the model's own; noterag's are 0.1)."
+        None,
+        "Sampling temperature for every call (None: the model's own; noterag's are 0.1; "
+        "profile=official: 0.1).",
     )
-    top_p: float | None = _field(None, "Nucleus sampling top_p (None: the model's own, 0.9).")
-    max_tokens: int | None = _field(None, "Cap on tokens per model reply (None: the model's own).")
+    top_p: float | None = _field(
+        None, "Nucleus sampling top_p (None: the model's own, 0.9; profile=official: 0.9)."
+    )
+    max_tokens: int | None = _field(
+        None, "Cap on tokens per model reply (None: the model's own; profile=official: 1280)."
+    )
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -63,15 +71,18 @@ class NoteContext(RunContext):
     max_failures: int = _field(
         2, "Stop after this many steps whose note was not better (T_IU / max_failure)."
     )
-    max_passages: int = _field(
-        15, "Stop once this many distinct passages were retrieved, the initial ones included (T_RP)."
+    max_passages: int | None = _field(
+        15,
+        "Stop once this many distinct passages were retrieved, the initial ones included (T_RP); "
+        "None: no cap.",
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("max_steps", "max_failures", "max_passages"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must not be negative, not {getattr(self, name)}")
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"{name} must not be negative, not {value}")
 
 
 @dataclass(kw_only=True)
@@ -84,7 +95,40 @@ class AdaptiveNoteContext(NoteContext):
 
 @dataclass(kw_only=True)
 class DeepNoteContext(NoteContext):
-    """DeepNote's defaults: max_step 3, max_failure 2 (its case studies and official README)."""
+    """DeepNote's defaults: max_step 3, max_failure 2 (its case studies and official README).
+    The paper (§3.3) stops on max failure and max step only: no passage cap by default. The
+    official code also stops once more than ``--max_top_k`` (15) distinct passages were read:
+    under ``profile="official"`` an unset cap is that 15."""
+
+    max_passages: int | None = _field(
+        None,
+        "Passage cap: stop once more than this many distinct passages were retrieved. None: no "
+        "cap under profile=paper (the paper has none), the official code's 15 under "
+        "profile=official.",
+    )
+
+
+OFFICIAL_CODES = ("adaptive-note", "deepnote")
+
+
+@dataclass(kw_only=True)
+class BaselineContext(RunContext):
+    """The baselines' settings: the shared ones, and whose official baseline runs
+    ``profile="official"`` reproduces (both official codes have ``--method base`` and
+    ``base_wo_retri``, with the same prompt files but different passage formats)."""
+
+    official_code: Literal["adaptive-note", "deepnote"] = _field(
+        "adaptive-note",
+        "Under profile=official: reproduce the baseline runs of this official code (its passage "
+        "format; deepnote also has StrategyQA prompt files).",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.official_code not in OFFICIAL_CODES:
+            raise ConfigError(
+                f"official_code must be one of {', '.join(OFFICIAL_CODES)}, not {self.official_code!r}"
+            )
 
 
 @dataclass(kw_only=True)

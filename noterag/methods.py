@@ -14,6 +14,7 @@ from langchain_core.retrievers import BaseRetriever
 
 from noterag.errors import ConfigError
 from noterag.nodes.step import Deps
+from noterag.profiles import is_dense
 
 # method name -> module under noterag.graphs
 GRAPH_MODULES = {
@@ -58,14 +59,15 @@ def graph_module(method: str) -> ModuleType:
 
 def method_deps(
     method: str,
-    prompts: ModuleType,
+    prompts: Mapping[str, Any],
     context_schema: type,
     roles: tuple[str, ...],
     model: Any,
     retriever: Any,
     role_models: Mapping[str, Any],
 ) -> Deps:
-    """Resolve a method's models (one per role, defaulting to ``model``) and retriever."""
+    """Resolve a method's models (one per role, defaulting to ``model``) and retriever;
+    ``prompts`` maps each profile the method has to its prompt set."""
     from noterag.models import load_chat_model
 
     known = {f"{role}_model": role for role in roles}
@@ -76,12 +78,14 @@ def method_deps(
         )
     models = {"default": load_chat_model(model)}
     models |= {known[k]: load_chat_model(v) for k, v in role_models.items() if v is not None}
+    retriever = resolve_retriever(retriever)
     return Deps(
         method=method,
         models=models,
-        retriever=resolve_retriever(retriever),
-        prompts={"paper": prompts.PAPER, "official": prompts.OFFICIAL},
+        retriever=retriever,
+        prompts=prompts,
         context_schema=context_schema,
+        dense=is_dense(retriever),
     )
 
 

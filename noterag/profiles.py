@@ -6,22 +6,32 @@ Nodes never test the profile name: they call these strategies.
 
 | behaviour        | paper                                   | official                              |
 |------------------|-----------------------------------------|---------------------------------------|
-| new questions    | parsed list, one retrieval per question | raw reply + "\\n" + question, [:500]   |
+| new questions    | parsed list, each searched (top-k),     | raw reply + "\\n" + question, [:500], |
+|                  | rankings fused round-robin, the first k | one retrieval of top-k                |
+|                  | unseen passages read (k per step)       |                                       |
 | duplicates       | seen passages never re-enter a prompt;  | dropped only when the cap is near     |
 |                  | no new passage = failed step, no call   |                                       |
 | verdict          | {"status": ...} found anywhere, else    | json.loads, else "true" in reply      |
 |                  | False (counted as unparsed)             |                                       |
-| passage cap      | stop when distinct >= cap               | Adaptive-Note >=, DeepNote >          |
+| passage cap      | stop when distinct >= cap (AN's T_RP);  | Adaptive-Note >=, DeepNote > (15 when |
+|                  | DeepNote: none unless set               | max_passages is None)                 |
+| max_failures     | checked after init too (0: no step)     | checked after a step only (0: 1 step) |
 | updated note     | as generated                            | newlines deleted                      |
 | query log        | one question per line                   | str(list of raw replies)              |
-| passages         | [i] Title: ...\\nText: ...               | AN "Passage #i Title: ..."; DN plain  |
+| passages         | [i] Title: ...\\nText: ...               | AN "Passage #i Title: ..."; DN plain; |
+|                  |                                         | dense runs, ASQA, StrategyQA (DN),    |
+|                  |                                         | CRUD (AN): "\\n".join(title\\ntext)    |
+| sampling         | the model's own unless set              | temperature 0.1, top_p 0.9,           |
+|                  |                                         | max_tokens 1280 unless set            |
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from functools import partial
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache, partial
+from typing import Any
 
 from noterag.errors import ConfigError
 from noterag.nodes.parsing import (
@@ -44,11 +54,22 @@ class Profile:
     passage_key: Callable[[Passage], str]
     # (retrieved, keys seen so far, passage cap or None, top_k) -> passages the step keeps
     select_passages: Callable[[Sequence[Passage], set[str], int | None, int], list[Passage]]
-    cap_reached: Callable[[int, int], bool]
+    # (distinct passages so far, the cap) -> stop?; the cap None: no cap
+    cap_reached: Callable[[int, int | None], bool]
     parse_verdict: Callable[[str], Verdict]
     clean_note: Callable[[str], str]
     # paper: a step with nothing new to read is a failed step that makes no model call
     skip_empty_steps: bool
+    # official: the failure count is tested after a step only, so max_failures=0 still runs one
+    failures_checked_at_init: bool = True
+    # per-call sampling arguments the profile sets unless the run sets them
+    sampling: Mapping[str, Any] = field(default_factory=dict)
+    # the passage cap when the run sets none (max_passages None); None: no cap
+    default_cap: int | None = None
+
+    def cap(self, max_passages: int | None) -> int | None:
+        """The passage cap in force: the run's, else the profile's default (None: no cap)."""
+        return self.default_cap if max_passages is None else max_passages
 
 
 # --- paper -------------------------------------------------------------------------------------
@@ -89,9 +110,15 @@ def _unasked(queries: Sequence[str], question: str, query_log: Sequence[str]) ->
 def paper_select(
     found: Sequence[Passage], seen: set[str], cap: int | None, top_k: int
 ) -> list[Passage]:
-    # cap None: the method has no passage cap (Amber)
-    room = len(found) if cap is None else max(cap - len(seen), 0)
+    """The first k passages not seen before (the papers read k per step: Adaptive-Note App. B
+    "new retrieved k passages according to the new set of queries", DeepNote §3.2 "top-k
+    passages P_k,t"), and no more than the room left under the cap (None: no cap)."""
+    room = top_k if cap is None else min(top_k, max(cap - len(seen), 0))
     return [p for p in found if p["id"] not in seen][:room]
+
+
+def at_least(seen: int, cap: int | None) -> bool:
+    return cap is not None and seen >= cap
 
 
 PAPER = Profile(
@@ -101,7 +128,7 @@ PAPER = Profile(
     new_queries=paper_new_queries,
     passage_key=lambda p: p["id"],
     select_passages=paper_select,
-    cap_reached=lambda seen, cap: seen >= cap,
+    cap_reached=at_least,
     parse_verdict=parse_status,
     clean_note=str.strip,
     skip_empty_steps=True,
@@ -112,6 +139,7 @@ PAPER = Profile(
 
 
 def adaptive_note_passages(passages: Sequence[Passage]) -> str:
+    """thunlp/Adaptive-Note src/main.py get_context (Elasticsearch runs)."""
     return "".join(
         f"Passage #{i} Title: {p['title']}\nPassage #{i} Text: {p['text']} \n\n"
         for i, p in enumerate(passages, 1)
@@ -119,7 +147,14 @@ def adaptive_note_passages(passages: Sequence[Passage]) -> str:
 
 
 def deepnote_passages(passages: Sequence[Passage]) -> str:
+    """thunlp/DeepNote src/main.py get_context (Elasticsearch runs)."""
     return "".join(f"Title: {p['title']}\nText: {p['text']} \n\n" for p in passages)
+
+
+def dense_passages(passages: Sequence[Passage]) -> str:
+    """Both official codes' get_context for their dense retrievers, whose passages are
+    ``title + "\\n" + text`` strings: ``"\\n".join(data)``."""
+    return "\n".join(f"{p['title']}\n{p['text']}" for p in passages)
 
 
 def official_new_queries(
@@ -142,11 +177,36 @@ def official_key(passage: Passage) -> str:
     return passage["title"] + passage["text"]
 
 
-def _official(method: str) -> Profile:
-    deepnote = method == "deepnote"
+# thunlp/DeepNote src/main.py:129 SamplingParams(max_tokens=1280, temperature=0.1, top_p=0.9);
+# thunlp/Adaptive-Note src/utils.py gpt_gen / llama_gen / qwen_gen: the same three values.
+OFFICIAL_SAMPLING = {"temperature": 0.1, "top_p": 0.9, "max_tokens": 1280}
+
+# The official codes' --max_top_k default (thunlp/DeepNote src/main.py, thunlp/Adaptive-Note
+# src/main.py): DeepNote's cap when max_passages is None under profile="official".
+OFFICIAL_CAP = 15
+
+# Which official code's passage format a method's official runs use; the baselines follow the
+# code named by their ``official_code`` setting (both codes have --method base / base_wo_retri).
+_DEEPNOTE_CODE = "deepnote"
+
+
+def official_passage_format(code: str, task: str, dense: bool) -> Callable[[Sequence[Passage]], str]:
+    """The official get_context: the joined ``title\\ntext`` strings for dense retrieval (DeepNote
+    --retrieve_method emb, and every ASQA / StrategyQA run, which the code always sends to its
+    dense index; Adaptive-Note's ASQA and CRUD runs), else the code's Elasticsearch format.
+    Adaptive-Note's code has no dense multi-hop runs: a dense retriever gets the dense format."""
+    dense_tasks = {"asqa", "strategyqa"} if code == _DEEPNOTE_CODE else {"asqa", "crud"}
+    if dense or task in dense_tasks:
+        return dense_passages
+    return deepnote_passages if code == _DEEPNOTE_CODE else adaptive_note_passages
+
+
+@cache
+def _official(code: str, task: str, dense: bool) -> Profile:
+    deepnote = code == _DEEPNOTE_CODE
     return Profile(
         name="official",
-        format_passages=deepnote_passages if deepnote else adaptive_note_passages,
+        format_passages=official_passage_format(code, task, dense),
         format_query_log=lambda log: str(list(log)),
         new_queries=official_new_queries,
         passage_key=official_key,
@@ -155,28 +215,55 @@ def _official(method: str) -> Profile:
         parse_verdict=partial(official_status, cut_braces=deepnote),
         clean_note=lambda note: note.replace("\n", ""),
         skip_empty_steps=False,
+        failures_checked_at_init=False,
+        sampling=OFFICIAL_SAMPLING,
+        default_cap=OFFICIAL_CAP,
     )
 
 
-_OFFICIAL = {method: _official(method) for method in ("adaptive-note", "deepnote")}
-# The official baselines are runs of the Adaptive-Note code (--method base / base_wo_retri):
-# its passage format.
-_OFFICIAL["vanilla"] = _OFFICIAL["no-retrieval"] = _OFFICIAL["adaptive-note"]
+# Methods with an official code, and the code each one's official runs reproduce.
+_OFFICIAL_CODE = {
+    "adaptive-note": "adaptive-note",
+    "deepnote": "deepnote",
+    "vanilla": None,  # the run's official_code setting
+    "no-retrieval": None,
+}
 
 
 # Amber's paper profile differs only in how its one new question is read from the reply.
 _PAPER_FOR = {"amber": replace(PAPER, new_queries=amber_new_queries)}
 
 
-def get_profile(name: str, method: str) -> Profile:
-    """The strategies of profile ``name`` for ``method``."""
+def is_dense(retriever: Any) -> bool:
+    """Whether ``retriever`` ranks by embeddings: noterag's dense index or a LangChain vector
+    store (the official codes format dense passages differently). The dense module is looked up
+    only if already imported: a retriever cannot be one of its classes otherwise."""
+    from langchain_core.vectorstores import VectorStoreRetriever
+
+    dense = sys.modules.get("noterag.retrievers.dense")
+    return isinstance(retriever, VectorStoreRetriever) or (
+        dense is not None and isinstance(retriever, dense.DenseRetriever)
+    )
+
+
+def get_profile(
+    name: str,
+    method: str,
+    *,
+    task: str = "multihop",
+    dense: bool = False,
+    official_code: str | None = None,
+) -> Profile:
+    """The strategies of profile ``name`` for ``method``; under ``official`` the passage format
+    also depends on the run's task and whether the retriever is dense, and a baseline follows
+    the official code named by ``official_code`` ("adaptive-note" when None)."""
     if name == "paper":
         return _PAPER_FOR.get(method, PAPER)
     if name == "official":
-        try:
-            return _OFFICIAL[method]
-        except KeyError:
+        if method not in _OFFICIAL_CODE:
             raise ConfigError(
-                f"profile 'official' exists for {', '.join(_OFFICIAL)} only, not {method}"
-            ) from None
+                f"profile 'official' exists for {', '.join(_OFFICIAL_CODE)} only, not {method}"
+            )
+        code = _OFFICIAL_CODE[method] or official_code or "adaptive-note"
+        return _official(code, task, dense)
     raise ConfigError(f"profile must be 'paper' or 'official', not {name!r}")

@@ -7,17 +7,19 @@ Deviations, all typographical:
 - the paper typesets the verdict JSON with curly quotes ({“status”: “False”}); we send straight
   quotes, as any JSON parser (and the official code) expects.
 
-``OFFICIAL`` holds the prompt files of the official code (thunlp/Adaptive-Note, ``prompts/en``):
-the same words with other capitalisation and line breaks. Adaptive-Note publishes no StrategyQA
-prompt; both sets use DeepNote's (Table 16, same authors). ``profile="official"`` sends those, so
-that its prompt stream matches the official runs.
+``OFFICIAL`` holds the prompt files of the official code (thunlp/Adaptive-Note ``prompts/en`` at
+ab69094, vendored byte for byte in ``prompts/official/thunlp-Adaptive-Note``): the same words
+with other capitalisation and line breaks. ``profile="official"`` sends those, rendered with
+``str.format`` as the official code renders them, so that its prompt stream matches the official
+runs. Adaptive-Note publishes no StrategyQA prompt: the paper set uses DeepNote's Table 16, the
+official set DeepNote's official ``gen_answer_strategyqa`` file (same authors).
 """
 
 from noterag.prompts.deepnote import PAPER as _DEEPNOTE
-from noterag.prompts.template import NotePrompts, Prompt
+from noterag.prompts.template import NotePrompts, Prompt, official_prompt
 
 _PAPER = "Adaptive-Note paper, Appendix B"
-_CODE = "thunlp/Adaptive-Note prompts/en"
+_CODE = "thunlp/Adaptive-Note"
 
 PAPER = NotePrompts(
     init_note=Prompt(
@@ -123,81 +125,20 @@ PAPER = NotePrompts(
     },
 )
 
+# The official code's prompt files, vendored byte for byte (prompts/official/thunlp-Adaptive-Note)
+# and rendered with str.format as src/main.py renders them.
 OFFICIAL = NotePrompts(
-    init_note=Prompt(
-        "init_note",
-        "Based on the provided document content, write a note. The note should integrate all "
-        "relevant information from the original text that can help answer the specified question "
-        "and form a coherent paragraph. Please ensure that the note includes all original text "
-        "information useful for answering the question.\n\n\n"
-        "Question to be answered: {query}\n"
-        "Document content: {refs}\n\n\n"
-        "Please provide the note you wrote:",
-        f"{_CODE}/first_gen_answer",
-    ),
-    refine_query=Prompt(
-        "refine_query",
-        "Task: Based on the notes, propose two new questions. These new questions will be used to "
-        "retrieve documents to supplement the notes and help answer the original question. The new "
-        "questions should be concise and include keywords that facilitate retrieval. The new "
-        "questions should avoid duplication with the existing question list.\n\n"
-        "original question: {query}\n"
-        "notes: {note}\n\n"
-        "existing question list: {query_log}\n\n"
-        "Provide your two new questions:",
-        f"{_CODE}/gen_new_query",
-    ),
-    accumulate=Prompt(
-        "accumulate",
-        "Task: Based on the retrieved documents, supplement the notes with content not yet "
-        "included but useful for answering the question. The supplement should use the original "
-        "text from the retrieved documents. The added content should include as much information "
-        "from the retrieved documents as possible.\n\n"
-        "question: {query}\n"
-        "retrieved documents: {refs}\n\n"
-        "notes: {note}\n\n"
-        "Provide your supplemented notes:",
-        f"{_CODE}/refine_note",
-    ),
-    review=Prompt(
-        "review",
-        "Task: Please help me determine which note is better based on the following evaluation "
-        "criteria:\n"
-        "1. Contains key information directly related to the question.\n"
-        "2. Completeness of Information: Does it cover all relevant aspects and details?\n"
-        "3. Level of Detail: Does it provide enough detail to understand the issue in depth?\n"
-        "4. Practicality: Does the note offer practical help and solutions?\n\n"
-        "Please make your judgment adhering strictly to the following rules:\n"
-        '- If Note 2 does not add new meaningful content on top of Note 1, or only adds redundant '
-        'information, return {"status":"False"} directly.\n'
-        '- If Note 2 has significant improvements over Note 1 based on the above criteria, return '
-        '{"status":"True"} directly; otherwise, return {"status":"False"}.\n\n'
-        "Question: {query}\n"
-        "Provided Note 1: {best_note}\n"
-        "Provided Note 2: {new_note}\n\n"
-        "Based on the above information, make your judgment without explanation and return the "
-        "result directly.\n",
-        f"{_CODE}/compare",
-    ),
+    init_note=official_prompt(_CODE, "first_gen_answer", "init_note"),
+    refine_query=official_prompt(_CODE, "gen_new_query", "refine_query"),
+    accumulate=official_prompt(_CODE, "refine_note", "accumulate"),
+    review=official_prompt(_CODE, "compare", "review"),
     answer={
-        "multihop": Prompt(
-            "answer_multihop",
-            "Answer the question based on the given note. Only give me the answer and do not "
-            "output any other words.\n\n"
-            "The following are given notes:\n{note}\n\n"
-            "Question: {query}\n"
-            "Answer:",
-            f"{_CODE}/gen_answer",
-        ),
-        "asqa": Prompt(
-            "answer_asqa",
-            "Instruction: Write an accurate, engaging, and concise answer for the given question "
-            "using only the provided notes. Use an unbiased and journalistic tone.\n\n\n"
-            "Question:\n{query}\n\n\n"
-            "Notes:\n{note}",
-            f"{_CODE}/gen_answer_asqa",
-        ),
+        "multihop": official_prompt(_CODE, "gen_answer", "answer_multihop"),
+        "asqa": official_prompt(_CODE, "gen_answer_asqa", "answer_asqa"),
+        # The official CRUD runs send the Chinese prompts (prompts/zh); we send the paper's
+        # English translation (Table A4) under both profiles.
         "crud": PAPER.answer["crud"],
-        "strategyqa": PAPER.answer["strategyqa"],
+        # No StrategyQA file in this repository: the same authors' DeepNote code has one.
+        "strategyqa": official_prompt("thunlp/DeepNote", "gen_answer_strategyqa", "answer_strategyqa"),
     },
 )

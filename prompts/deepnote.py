@@ -9,11 +9,19 @@ same authors use in Adaptive-Note (Appendix B there), the words unchanged. Other
 - Table 11 (query refinement) ends with "Please provide the note you wrote:", as printed. It reads
   like a slip carried over from Table 10, but it is the published specification, so we send it;
 - Table 15 (ASQA) has no "Answer:" line, as printed.
-The official DeepNote code's prompt files are not available to us, so ``profile="official"``
-sends these same texts (its other behaviours follow the official loop; see noterag.profiles).
+``PAPER`` keeps these printed slips on purpose: ``profile="paper"`` follows the printed text.
+
+``OFFICIAL`` holds the official code's prompt files (thunlp/DeepNote ``prompts/en`` at cc2f013,
+vendored byte for byte in ``prompts/official/thunlp-DeepNote``), rendered with ``str.format`` as
+its ``src/main.py`` renders them. They differ from the paper's tables: query refinement ends "Do
+not print any other words. Do not explain. Output only the two new questions you asked.";
+accumulation ends "Provide your supplemented notes:" and says "retrieved documents"; the verdict
+prompt wraps its JSON in ```` ```json ...``` ```` fences; field labels are lower-case; blank
+lines differ. ``profile="official"`` sends these: it is the configuration that produced the
+published numbers.
 """
 
-from noterag.prompts.template import NotePrompts, Prompt
+from noterag.prompts.template import NotePrompts, Prompt, official_prompt
 
 _PAPER = "DeepNote paper, Appendix B.1"
 
@@ -117,5 +125,16 @@ PAPER = NotePrompts(
     },
 )
 
-# The official code runs with the paper's texts (see the module docstring).
-OFFICIAL = PAPER
+_CODE = "thunlp/DeepNote"
+
+OFFICIAL = NotePrompts(
+    init_note=official_prompt(_CODE, "init_note", "init_note"),
+    refine_query=official_prompt(_CODE, "gen_new_query", "refine_query"),
+    accumulate=official_prompt(_CODE, "refine_note", "accumulate"),
+    review=official_prompt(_CODE, "compare", "review"),
+    answer={
+        "multihop": official_prompt(_CODE, "gen_answer", "answer_multihop"),
+        "asqa": official_prompt(_CODE, "gen_answer_asqa", "answer_asqa"),
+        "strategyqa": official_prompt(_CODE, "gen_answer_strategyqa", "answer_strategyqa"),
+    },
+)

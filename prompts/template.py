@@ -4,12 +4,22 @@ The papers' prompts contain literal JSON (``{"status": "True"}``), so ``str.form
 escaped braces that no longer read like the paper. ``Prompt`` substitutes exactly the slot names
 it declares, in one pass, so a passage or a note that happens to contain ``{refs}`` is never
 expanded a second time.
+
+The official code's prompt files are ``str.format`` templates (``{{"status":"False"}}``): they are
+vendored byte for byte under ``prompts/official/`` and rendered with ``str.format`` exactly as
+the official code renders them (``official_prompt``; ``style="format"``). ``str.format`` also
+expands each slot once, so a value containing ``{refs}`` stays as it is there too.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import string
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Literal
 
 from noterag.errors import ConfigError
 
@@ -24,15 +34,25 @@ class Prompt:
     text: str
     source: str
     slots: frozenset[str] = field(default=frozenset())
+    # "slots": fill the declared {name} slots, every other brace literal (the papers' texts);
+    # "format": the text is a str.format template, rendered as the official code renders it
+    style: Literal["slots", "format"] = "slots"
 
     def __post_init__(self) -> None:
-        found = frozenset(m.group(1) for m in _SLOT.finditer(self.text))
+        if self.style == "format":
+            found = frozenset(
+                name for _, name, _, _ in string.Formatter().parse(self.text) if name
+            )
+        else:
+            found = frozenset(m.group(1) for m in _SLOT.finditer(self.text))
         object.__setattr__(self, "slots", self.slots or found)
 
     def format(self, **values: str) -> str:
         missing = self.slots - values.keys()
         if missing:
             raise KeyError(f"prompt {self.name!r} needs {sorted(missing)}")
+        if self.style == "format":
+            return self.text.format(**{k: values[k] for k in self.slots})
         return _SLOT.sub(
             lambda m: values[m.group(1)] if m.group(1) in self.slots else m.group(0), self.text
         )
@@ -62,3 +82,33 @@ class NotePrompts(AnswerPrompts):
     refine_query: Prompt
     accumulate: Prompt
     review: Prompt
+
+
+# prompts/official/<owner>-<repository>/: the official code's prompt files, byte for byte, and
+# SOURCE.json (repository, commit, path, each file's git blob id).
+OFFICIAL_DIR = "official"
+
+
+@cache
+def official_source(repository: str) -> dict[str, object]:
+    """SOURCE.json of a vendored repository's prompt files ("thunlp/DeepNote")."""
+    folder = resources.files("noterag.prompts") / OFFICIAL_DIR / repository.replace("/", "-")
+    loaded: dict[str, object] = json.loads((folder / "SOURCE.json").read_text(encoding="utf-8"))
+    return loaded
+
+
+def official_prompt(repository: str, file: str, name: str) -> Prompt:
+    """The official code's prompt file ``file`` of ``repository`` as a prompt named ``name``,
+    rendered with ``str.format`` as the official code does (``open(f).read().format(**vars)``)."""
+    source = official_source(repository)
+    folder = resources.files("noterag.prompts") / OFFICIAL_DIR / repository.replace("/", "-")
+    # newline="" keeps the bytes: the official code reads the files in text mode on Linux,
+    # where no newline translation happens either
+    with (folder / file).open("r", encoding="utf-8", newline="") as handle:
+        text = handle.read()
+    return Prompt(
+        name,
+        text,
+        f"{repository} {source['path']}/{file} @ {str(source['commit'])[:7]}",
+        style="format",
+    )

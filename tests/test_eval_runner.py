@@ -105,7 +105,6 @@ def test_every_row_has_every_field(
         assert r["error"] is None and r["answer"] == "Aurelio Fenwick"
         assert r["golds"] == ["Aurelio Fenwick"] and r["task"] == "multihop"
         assert r["metrics"] == {"em": 100.0, "f1": 100.0, "acc": 100.0, "acc_norm": 100.0}
-        assert r["llm_calls"] == calls_per_question
         assert r["prompt_tokens"] > 0 and r["completion_tokens"] > 0
         assert r["passages"] == len(r["passage_ids"]) == len(set(r["passage_ids"])) > 0
         assert r["method"] == method and r["context"] == {"top_k": 2}
@@ -114,6 +113,9 @@ def test_every_row_has_every_field(
         if memory_key is not None:
             assert r[memory_key] and r["trace"]
         assert r["memory" if memory_key == "best_note" else "best_note"] is None
+    # each row counts its own question's calls (they may differ: a step that finds nothing new
+    # makes no note calls)
+    assert sum(r["llm_calls"] for r in rows) == len(model.calls)
     assert summary["n"] == 2 and summary["metrics"]["em"] == 100.0
     assert summary["cost"]["llm_calls"] == calls_per_question
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["n"] == 2
@@ -128,7 +130,7 @@ def test_the_dataset_task_reaches_the_graph_and_the_scoring(tmp_path: Path) -> N
     (r,) = read_rows(tmp_path / "run")
     assert r["task"] == "strategyqa" and r["metrics"] == {"acc": 100.0, "acc_strict": 100.0}
     # the strategyqa answer prompt, not the multi-hop one
-    assert 'Only give me "yes" or "no"' in model.prompts_for("answer")[0]
+    assert "Only give me 'yes' or 'no'" in model.prompts_for("answer")[0]
 
 
 # --------------------------------------------------------------------------- concurrency

@@ -213,10 +213,10 @@ def test_official_deepnote_prompt_stream():
     assert retriever.queries == [QUESTION, (reply + "\n" + QUESTION)[:500], (reply + "\n" + QUESTION)[:500]]
     init = model.prompts_for("init_note")[0]
     assert init.count(" \n\nTitle: ") >= 1 and "Title: Velmora Bridge\nText: " in init and "[1]" not in init
-    assert "Existing question list: []\n" in model.prompts_for("refine_query")[0]
-    assert f"Existing question list: {[reply]!s}\n" in model.prompts_for("refine_query")[1]
+    assert "existing question list: []\n" in model.prompts_for("refine_query")[0]
+    assert f"existing question list: {[reply]!s}\n" in model.prompts_for("refine_query")[1]
     # the official loop lets duplicates back in while the cap is far
-    refs = [p.split("Retrieved document: ")[1].split("\nNotes: ")[0] for p in model.prompts_for("accumulate")]
+    refs = [p.split("retrieved documents: ")[1].split("\nnotes: ")[0] for p in model.prompts_for("accumulate")]
     assert refs[0] == refs[1]
     # newlines deleted from the updated note, which then feeds the next prompts
     assert out["best_note"] == "line oneline two"
