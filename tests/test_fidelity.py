@@ -13,7 +13,6 @@ import hashlib
 import itertools
 import json
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,9 +23,16 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from pydantic import PrivateAttr
 
 import noterag
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
+from official_loop import OFFICIAL, official_file, official_stream
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    passages,
+    velmora_script,
+)
 
-OFFICIAL = Path(__file__).resolve().parents[1] / "prompts" / "official"
 CORPUS = passages(*VELMORA_ROWS)
 LOOP = ["refine_query", "accumulate", "review"]
 
@@ -49,12 +55,7 @@ def test_vendored_prompt_files_are_the_official_bytes(folder: str):
         assert blob == source["git_blobs"][name], name
 
 
-def official_file(repo: str, name: str) -> str:
-    with open(OFFICIAL / repo / name, encoding="utf-8", newline="") as f:
-        return f.read()
-
-
-# --- the official loop, transcribed ------------------------------------------------------------
+# --- the official loop, transcribed (tests/official_loop.py) -----------------------------------
 
 
 class Recording(KeywordRetriever):
@@ -65,72 +66,6 @@ class Recording(KeywordRetriever):
     def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None):
         self._queries.append(query)
         return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
-
-
-def official_stream(code: str, script: dict[str, Any], top_k: int, max_step: int, max_fail: int,
-                    max_top_k: int = 15) -> list[tuple[str, str]]:
-    """thunlp/<code> src/main.py retrieve_note, line for line, over the test corpus: the
-    (stage, prompt) pairs it sends. The prompt files are read and rendered as the official
-    ``call_llm`` does: ``open(file).read().format(**variable_dict)``."""
-    repo = "thunlp-DeepNote" if code == "deepnote" else "thunlp-Adaptive-Note"
-    replies = ScriptedModel(script=script)
-    sent: list[tuple[str, str]] = []
-    search = KeywordRetriever(passages=CORPUS)
-
-    def retrieve(query: str, topk: int) -> list[dict[str, str]]:
-        return [{"title": d.metadata["title"], "paragraph_text": d.page_content}
-                for d in search.invoke(query, k=topk)]
-
-    def call(stage: str, file: str, variables: dict[str, str]) -> str:
-        prompt = official_file(repo, file).format(**variables)
-        sent.append((stage, prompt))
-        return replies._reply(stage, prompt)
-
-    def get_context(data: list[dict[str, str]]) -> str:
-        text = ""
-        for i in range(len(data)):
-            if code == "deepnote":
-                text += f"Title: {data[i]['title']}\nText: {data[i]['paragraph_text']} \n\n"
-            else:
-                text += f"Passage #{i+1} Title: {data[i]['title']}\nPassage #{i+1} Text: {data[i]['paragraph_text']} \n\n"
-        return text
-
-    query = QUESTION
-    ref_log, query_list = [], []
-    refs = retrieve(query, top_k)
-    init_file = "init_note" if code == "deepnote" else "first_gen_answer"
-    note = best_note = call("init_note", init_file, {"query": query, "refs": get_context(refs)})
-    ref_log.append({"refs": refs})
-    step, notes_status = 0, []
-    while step < max_step:
-        all_refs = {d["title"] + d["paragraph_text"] for r in ref_log for d in r["refs"]}
-        if (len(all_refs) > max_top_k) if code == "deepnote" else (len(all_refs) >= max_top_k):
-            break
-        max_ref = max_top_k - len(all_refs) if (len(all_refs) + top_k) > max_top_k else 0
-        new_query = call("refine_query", "gen_new_query",
-                         {"query": query, "note": best_note, "query_log": str(query_list)})
-        query_list.append(new_query)
-        refs = retrieve((new_query + "\n" + query)[:500], top_k)
-        if max_ref > 0:
-            refs = [d for d in refs if d["title"] + d["paragraph_text"] not in all_refs][:max_ref]
-        note = call("accumulate", "refine_note",
-                    {"note": best_note, "query": query, "refs": get_context(refs)}).replace("\n", "")
-        response = call("review", "compare", {"query": query, "best_note": best_note, "new_note": note})
-        try:
-            if code == "deepnote" and "json" in response:
-                response = response[response.index("{"): response.rindex("}") + 1]
-            status = json.loads(response)["status"].lower() == "true"
-        except Exception:
-            status = "true" in response.lower()
-        ref_log.append({"refs": refs})
-        if status:
-            best_note = note
-        notes_status.append(status)
-        if notes_status.count(False) >= max_fail:
-            break
-        step += 1
-    call("answer", "gen_answer", {"query": query, "note": best_note})
-    return sent
 
 
 OFFICIAL_SCRIPT = velmora_script(
@@ -157,8 +92,9 @@ def test_official_prompt_stream_is_the_official_loops(method: str, settings: dic
     graph = noterag.build_graph(method, model=model, retriever=retriever)
     graph.invoke({"question": QUESTION}, context={"profile": "official", "top_k": 5} | settings)
     expected = official_stream(
-        method, OFFICIAL_SCRIPT, settings.get("top_k", 5), settings["max_steps"],
-        settings["max_failures"], settings.get("max_passages", 15),
+        method, QUESTION, KeywordRetriever(passages=CORPUS),
+        ScriptedModel(script=OFFICIAL_SCRIPT)._reply, settings.get("top_k", 5),
+        settings["max_steps"], settings["max_failures"], settings.get("max_passages", 15),
     )
     assert [stage for stage, _ in model.calls] == [stage for stage, _ in expected]
     for (stage, sent), (_, want) in zip(model.calls, expected, strict=True):
