@@ -14,18 +14,24 @@ passages show by id.
 
 The page is one file with inline CSS, no script, no external resource, and a Content Security
 Policy that forbids both; every value from the run is escaped (passage text is hostile input).
+It is rendered by Jinja2 with autoescaping from templates shipped in the package
+(noterag/templates/trace.html.j2, trace.css and the step-card layouts under trace/); each
+method's step cards have a layout of their own (``layout_for``, ``render_html``).
 """
 
 from __future__ import annotations
 
 import difflib
-import html
+import functools
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import jinja2
+from markupsafe import Markup
 
 from noterag.errors import NoteragError
 
@@ -127,7 +133,7 @@ def load_run(path: str | Path, row_id: str | None = None) -> dict[str, Any]:
             if isinstance(runs[0], dict)
             else f"{path} holds {len(runs)} JSON values, not one run"
         )
-    run = runs[0]
+    run: dict[str, Any] = runs[0]  # checked just below
     check_run(run, str(path))
     return run
 
@@ -161,374 +167,178 @@ def write_html(run: Mapping[str, Any], path: str | Path) -> Path:
 
 
 # --------------------------------------------------------------------------- rendering
+# The page is noterag/templates/trace.html.j2 (with trace.css); the step cards between the cost
+# and the answer come from a layout, a template of its own: a built-in one under
+# templates/trace/ (LAYOUTS), or a method's own template text.
+
+# Which built-in layout each method's page uses (replaced by MethodSpec.trace_view in the
+# registry).
+TRACE_VIEWS: dict[str, str] = {
+    "adaptive-note": "note",
+    "deepnote": "note",
+    "amber": "amber",
+    "resp": "resp",
+    "vanilla": "single",
+    "no-retrieval": "none",
+}
+# templates/trace/<name>.html.j2. "generic" lists each trace entry's fields: the layout of a
+# method that names none (so a new method's page shows what it recorded, not a broken note run).
+LAYOUTS = ("note", "amber", "resp", "single", "none", "generic")
+
+Layout = str | jinja2.Template
 
 
-def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+def layout_for(method: str) -> Layout:
+    """The layout of ``method``'s trace page: a name from ``LAYOUTS``, template source text, or a
+    template compiled by ``layout_template``."""
+    return TRACE_VIEWS.get(method, "generic")
 
 
-def word_diff(old: str, new: str) -> str:
-    """``new`` as HTML with what it adds to ``old`` in <ins> and what it drops in <del>, word by
-    word (whitespace kept)."""
+def diff_words(old: str, new: str) -> list[tuple[str, str]]:
+    """``new`` compared with ``old`` word by word (whitespace kept), as ``(kind, text)``
+    segments: ``"ins"`` for what ``new`` adds, ``"del"`` for what it drops, ``""`` for the rest.
+    The page shows them as <ins> and <del>."""
     a, b = re.split(r"(\s+)", old or ""), re.split(r"(\s+)", new or "")
-    out = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    segments: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":
-            out.append(esc("".join(b[j1:j2])))
+            segments.append(("", "".join(b[j1:j2])))
             continue
-        if op in ("delete", "replace") and "".join(a[i1:i2]).strip():
-            out.append(f"<del>{esc(''.join(a[i1:i2]).strip())}</del>")
+        dropped = "".join(a[i1:i2]).strip()
+        if op in ("delete", "replace") and dropped:
+            segments.append(("del", dropped))
         if op in ("insert", "replace"):
+            added = "".join(b[j1:j2])
+            core = added.strip()
+            if not core:
+                segments.append(("", added))
+                continue
             # The spaces around the added words stay outside the highlight.
-            lead, core, trail = re.fullmatch(
-                r"(\s*)(.*?)(\s*)", "".join(b[j1:j2]), re.DOTALL
-            ).groups()
-            out.append(esc(lead) + (f"<ins>{esc(core)}</ins>" if core else "") + esc(trail))
-    return "".join(out)
+            lead, trail = added[: len(added) - len(added.lstrip())], added[len(added.rstrip()) :]
+            segments += [("", lead), ("ins", core), ("", trail)]
+    return [(kind, text) for kind, text in segments if text]
 
 
-def _bool_text(value: Any) -> str:
-    return "—" if value is None else str(bool(value))
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _verdict(label: str, value: Any, detail: str = "") -> str:
-    kind = "none" if value is None else ("true" if value else "false")
-    extra = f' <span class="why">({esc(detail)})</span>' if detail else ""
-    return (
-        f'<span class="verdict v-{kind}" data-verdict="{kind}">{esc(label)}: '
-        f"<b>{_bool_text(value)}</b></span>{extra}"
-    )
+_ENV = jinja2.Environment(
+    # Package data, so an installed wheel finds the templates as the checkout does.
+    loader=jinja2.PackageLoader("noterag", "templates"),
+    # Every template here is HTML, a method's own layout included: escaping is the default.
+    autoescape=True,
+    # A misspelt name fails the page instead of printing nothing; templates read the run's
+    # fields with .get(), so a field a run lacks is None.
+    undefined=jinja2.StrictUndefined,
+    # None prints as nothing (a field a row does not have).
+    finalize=lambda value: "" if value is None else value,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_ENV.filters["json"] = _json
+_ENV.globals["diff_words"] = diff_words
 
 
-def _row(label: str, body: str, cls: str = "") -> str:
-    attr = f' class="{cls}"' if cls else ""
-    return f"<tr{attr}><th>{esc(label)}</th><td>{body}</td></tr>"
+def word_diff(old: str, new: str) -> Markup:
+    """``new`` as HTML with what it adds to ``old`` in <ins> and what it drops in <del>."""
+    cards: Any = _ENV.get_template("trace/_cards.html.j2").module  # its macros, as attributes
+    return Markup(cards.diff(diff_words(old, new)))
 
 
-def _table(rows: Iterable[str]) -> str:
-    return f'<table class="grid">{"".join(rows)}</table>'
+def layout_template(source: str) -> jinja2.Template:
+    """Compile a method's own layout (step cards) from template text, with the page's
+    autoescaping. It sees what the built-in layouts see (``render_html``)."""
+    try:
+        return _compile(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise TraceInputError(f"trace layout, line {exc.lineno}: {exc.message}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(source: str) -> jinja2.Template:
+    return _ENV.from_string(source)
+
+
+def _template(layout: Layout) -> jinja2.Template:
+    if isinstance(layout, jinja2.Template):
+        # A template compiled elsewhere has that environment's escaping (often none).
+        if layout.environment is not _ENV:
+            raise TypeError("compile a trace layout with noterag.trace.layout_template")
+        return layout
+    if layout in LAYOUTS:
+        return _ENV.get_template(f"trace/{layout}.html.j2")
+    return layout_template(layout)
+
+
+def _guess_layout(trace: Sequence[Mapping[str, Any]]) -> str:
+    """The layout of a run that does not name its method (``record`` without ``method=``):
+    judged from the trace's shape, as the viewer did before layouts followed the method. Every
+    run ``noterag ask --json`` or an eval writes names it."""
+    if any("sub_question" in e for e in trace):
+        return "resp"
+    if any("sufficient" in e or "dropped_passage_ids" in e for e in trace):
+        return "amber"
+    return "note" if trace else "single"
+
+
+# What the page header says for a run without a method's name.
+_GUESSED_KIND = {"resp": "ReSP", "amber": "note", "note": "note", "single": "single pass"}
 
 
 def _number(value: Any) -> Any:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-def _queries(queries: Iterable[Any]) -> str:
-    items = [f"<li>{esc(q)}</li>" for q in queries]
-    if not items:
-        return '<span class="muted">none</span>'
-    # A lone query needs no number.
-    return f'<ol class="queries{" one" if len(items) == 1 else ""}">{"".join(items)}</ol>'
+def _cost(run: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
+    """The cost cards: (key, label, value) for each figure the run has."""
+    passages = run.get("passages")
+    if not isinstance(passages, int):
+        passages = len(run.get("passage_ids") or [])
+    wall = run.get("elapsed_s", run.get("latency_s"))
+    cells = [
+        ("llm_calls", "LLM calls", run.get("llm_calls")),
+        ("prompt_tokens", "Prompt tokens", run.get("prompt_tokens")),
+        ("completion_tokens", "Completion tokens", run.get("completion_tokens")),
+        ("passages", "Passages", passages),
+        ("steps", "Steps", run.get("steps")),
+        ("failures", "Failed steps", run.get("failures")),
+        ("wall_time", "Wall time", None if wall is None else f"{float(wall):.1f} s"),
+    ]
+    return [(key, label, _number(value)) for key, label, value in cells if value is not None]
 
 
-def _pre(text: Any, cls: str = "text") -> str:
-    return f'<div class="{cls}">{esc(text)}</div>'
+def render_html(run: Mapping[str, Any], layout: Layout | None = None) -> str:
+    """One self-contained HTML page for ``run`` (see the module docstring).
 
-
-class _Page:
-    def __init__(self, run: Mapping[str, Any]) -> None:
-        self.run = run
-        self.passages = {
-            str(p.get("id")): p for p in run.get("retrieved") or [] if isinstance(p, Mapping)
-        }
-        self.events = [e for e in run.get("events") or [] if isinstance(e, Mapping)]
-
-    def passage_list(self, ids: Sequence[Any], dropped: Sequence[Any] = ()) -> str:
-        if not ids and not dropped:
-            return '<span class="muted">no new passages</span>'
-        items = []
-        for pid, gone in [(i, False) for i in ids] + [(i, True) for i in dropped]:
-            p = self.passages.get(str(pid))
-            title = (p or {}).get("title") or pid
-            tag = '<span class="tag dropped">filtered out</span> ' if gone else ""
-            head = (
-                f'{tag}<span class="ptitle">{esc(title)}</span> <span class="pid">{esc(pid)}</span>'
-            )
-            body = (
-                _pre(p.get("text"))
-                if p
-                else '<div class="muted">text not recorded in this run file</div>'
-            )
-            cls = "passage dropped" if gone else "passage"
-            summary = f"<summary>{head}</summary>"
-            items.append(
-                f'<li><details class="{cls}" data-id="{esc(pid)}">{summary}{body}</details></li>'
-            )
-        return f'<ul class="passages">{"".join(items)}</ul>'
-
-    def step_events(self, step: Any, kind: str) -> list[Mapping[str, Any]]:
-        return [e for e in self.events if e.get("type") == kind and e.get("step") == step]
-
-    # ---- one section per trace entry
-
-    def note_steps(self, trace: list[Mapping[str, Any]]) -> list[str]:
-        sections, best = [], None
-        amber = any("sufficient" in e or "dropped_passage_ids" in e for e in trace)
-        for entry in trace:
-            step, cand = entry.get("step"), entry.get("candidate_note")
-            rows = [
-                _row("Queries", _queries(entry.get("queries") or [])),
-                _row(
-                    "New passages",
-                    self.passage_list(
-                        entry.get("new_passage_ids") or [], entry.get("dropped_passage_ids") or []
-                    ),
-                ),
-            ]
-            if amber:
-                sentences = self.step_events(step, "sentences")
-                if sentences:
-                    rows.append(_row("Helpful sentences", self.sentences(sentences[-1])))
-                for agent_event in self.step_events(step, "memory_review"):
-                    agent = str(agent_event.get("agent") or "agent")
-                    rows.append(
-                        _row(agent.capitalize(), _pre(agent_event.get("text"), "text agent"))
-                    )
-            initial = best is None and entry.get("verdict") is None
-            label = (
-                ("Initial memory" if amber else "Initial note")
-                if initial
-                else ("Candidate memory" if amber else "Candidate note")
-            )
-            if cand is None:
-                note_html = '<span class="muted">no candidate (nothing new to read)</span>'
-            elif initial:
-                note_html = f'<div class="note">{esc(cand)}</div>'
-            else:
-                note_html = f'<div class="note diff">{word_diff(best or "", cand)}</div>'
-            rows.append(_row(label, note_html))
-            if not initial:
-                reason = str(entry.get("reason") or "")
-                rows.append(
-                    _row(
-                        "Verdict",
-                        _verdict(
-                            "knowledge growth",
-                            entry.get("verdict"),
-                            "" if reason == "reviewed" else reason,
-                        ),
-                    )
-                )
-            if amber and "sufficient" in entry:
-                rows.append(
-                    _row(
-                        "Sufficient?",
-                        _verdict(
-                            "memory sufficient",
-                            entry.get("sufficient"),
-                            str(entry.get("sufficiency_reason") or ""),
-                        ),
-                    )
-                )
-            if initial:
-                best = cand or ""
-            elif entry.get("verdict"):
-                best = cand
-            sections.append(self.section(step, rows, entry))
-        return sections
-
-    def sentences(self, event: Mapping[str, Any]) -> str:
-        items = "".join(
-            f'<li><span class="ptitle">{esc(p.get("title"))}</span>{_pre(p.get("text"))}</li>'
-            for p in event.get("passages") or []
-            if isinstance(p, Mapping)
-        )
-        return f'<ul class="plain">{items}</ul>'
-
-    def resp_steps(self, trace: list[Mapping[str, Any]]) -> list[str]:
-        sections = []
-        for entry in trace:
-            rows = [_row("Sub-question", _queries([entry.get("sub_question") or ""]))]
-            if entry.get("refused"):
-                rows.append(
-                    _row("Plan", f'<span class="v-false">refused: {esc(entry["refused"])}</span>')
-                )
-            else:
-                # ReSP reads every passage its sub-question finds, seen before or not.
-                rows.append(_row("Passages", self.passage_list(entry.get("passage_ids") or [])))
-                rows.append(_row("Global evidence", _pre(entry.get("global_summary"), "note")))
-                local = entry.get("local_summary")
-                if isinstance(local, Mapping):
-                    rows.append(
-                        _row(
-                            "Local pathway",
-                            _pre(
-                                f"{local.get('sub_question', '')} {local.get('response', '')}",
-                                "note",
-                            ),
-                        )
-                    )
-                rows.append(
-                    _row(
-                        "Judge",
-                        _verdict(
-                            "enough to answer",
-                            entry.get("sufficient"),
-                            "" if entry.get("judge_parsed", True) else "reply did not parse",
-                        ),
-                    )
-                )
-            sections.append(self.section(entry.get("step"), rows, entry))
-        return sections
-
-    def baseline_step(self) -> list[str]:
-        ids = self.run.get("passage_ids")
-        if ids is None or self.run.get("method") == "no-retrieval":
-            return []
-        return [
-            self.section(
-                0,
-                [
-                    _row("Query", _queries([self.run.get("question")])),
-                    _row("Passages", self.passage_list(ids)),
-                ],
-                {},
-                "Retrieval",
-            )
-        ]
-
-    def section(
-        self, step: Any, rows: list[str], entry: Mapping[str, Any], title: str | None = None
-    ) -> str:
-        calls = entry.get("llm_calls")
-        meta = (
-            f'<span class="calls">{esc(calls)} LLM {"call" if calls == 1 else "calls"}</span>'
-            if calls is not None
-            else ""
-        )
-        # A note method's review colours the step (ReSP's judge is no verdict on a note).
-        verdict = entry.get("verdict")
-        state = "" if verdict is None else (" accepted" if verdict else " rejected")
-        return (
-            f'<section class="step{state}" id="step-{esc(step)}" data-step="{esc(step)}">'
-            f"<h2>{esc(title or f'Step {step}')}{meta}</h2>{_table(rows)}</section>"
-        )
-
-    # ---- the page
-
-    def cost(self) -> str:
-        run = self.run
-        passages = run.get("passages")
-        if not isinstance(passages, int):
-            passages = len(run.get("passage_ids") or [])
-        wall = run.get("elapsed_s", run.get("latency_s"))
-        cells = [
-            ("llm_calls", "LLM calls", run.get("llm_calls")),
-            ("prompt_tokens", "Prompt tokens", run.get("prompt_tokens")),
-            ("completion_tokens", "Completion tokens", run.get("completion_tokens")),
-            ("passages", "Passages", passages),
-            ("steps", "Steps", run.get("steps")),
-            ("failures", "Failed steps", run.get("failures")),
-            ("wall_time", "Wall time", None if wall is None else f"{float(wall):.1f} s"),
-        ]
-        body = "".join(
-            f'<div class="stat" data-key="{key}"><span class="num">'
-            f"{esc(_number(value))}"
-            f'</span><span class="lbl">{esc(label)}</span></div>'
-            for key, label, value in cells
-            if value is not None
-        )
-        stop = run.get("stop_reason")
-        stop_html = (
-            f'<p class="stop" data-key="stop_reason">Stopped: {esc(stop)}</p>' if stop else ""
-        )
-        return f'<div class="cost">{body}</div>{stop_html}'
-
-    def render(self) -> str:
-        run = self.run
-        trace = [e for e in run.get("trace") or [] if isinstance(e, Mapping)]
-        if any("sub_question" in e for e in trace):
-            kind, sections = "ReSP", self.resp_steps(trace)
-        elif trace:
-            kind, sections = "note", self.note_steps(trace)
-        else:
-            kind, sections = "single pass", self.baseline_step()
-        method = run.get("method") or kind
-        final_rows = []
-        if run.get("best_note") is not None and trace and kind == "note":
-            final_rows.append(_row("Best note", f'<div class="note">{esc(run["best_note"])}</div>'))
-        if run.get("memory") is not None:
-            final_rows.append(_row("Memory", _pre(run["memory"], "note")))
-        if run.get("error"):
-            final_rows.append(_row("Error", f'<span class="v-false">{esc(run["error"])}</span>'))
-        final_rows.append(
-            _row("Answer", f'<div class="answer">{esc(run.get("answer"))}</div>', "answer-row")
-        )
-        golds = run.get("golds")
-        if golds:
-            final_rows.append(_row("Gold", esc(" | ".join(map(str, golds)))))
-        title = f"noterag trace · {method}"
-        return (
-            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-            "style-src 'unsafe-inline'\">"
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>"
-            f'<header><div class="method">{esc(method)}</div>'
-            f'<h1 class="question">{esc(run.get("question"))}</h1></header>'
-            f"{self.cost()}{''.join(sections)}"
-            f'<section class="final" id="final"><h2>Answer</h2>{_table(final_rows)}</section>'
-            "<footer>Rendered by noterag trace. <ins>Green</ins>: what a note adds to the best "
-            "note before it; <del>struck</del>: what it drops.</footer></main></body></html>\n"
-        )
-
-
-def render_html(run: Mapping[str, Any]) -> str:
-    """One self-contained HTML page for ``run`` (see the module docstring)."""
+    ``layout`` draws the step cards: a name from ``LAYOUTS``, a method's own template text, or
+    a template from ``layout_template``; by default the layout of the run's method
+    (``layout_for``). A layout sees ``run``; ``trace`` (its entries that are objects);
+    ``passages`` (id -> passage, the text recorded by ``Recorder``); ``events(type, step)`` (the
+    custom events of that type at that step); ``diff_words(old, new)``; and the card macros of
+    ``trace/_cards.html.j2`` once it imports them.
+    """
     check_run(run)
-    return _Page(run).render()
+    trace = [e for e in run.get("trace") or [] if isinstance(e, Mapping)]
+    method = run.get("method")
+    if layout is None:
+        layout = layout_for(str(method)) if method else _guess_layout(trace)
+    events = [e for e in run.get("events") or [] if isinstance(e, Mapping)]
 
+    def step_events(kind: str, step: Any) -> list[Mapping[str, Any]]:
+        return [e for e in events if e.get("type") == kind and e.get("step") == step]
 
-CSS = """
-:root{--ink:#1d2330;--muted:#6b7384;--line:#d9dde5;--bg:#f5f6f8;--card:#fff;--accent:#2f5da8}
-*{box-sizing:border-box}
-body{margin:0;background:var(--bg);color:var(--ink);
-font:15px/1.5 -apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
-main{max-width:1100px;margin:0 auto;padding:28px 24px 40px}
-header{margin-bottom:14px}
-.method{display:inline-block;font-size:12px;letter-spacing:.06em;text-transform:uppercase;
-color:#fff;background:var(--accent);border-radius:4px;padding:2px 8px}
-h1{font-size:22px;margin:8px 0 0;font-weight:600}
-h2{font-size:15px;margin:0;padding:8px 14px;background:#eef1f6;border-bottom:1px solid var(--line);
-display:flex;justify-content:space-between;align-items:baseline}
-.calls{font-weight:400;font-size:12px;color:var(--muted)}
-.cost{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0 6px}
-.stat{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:8px 14px;
-min-width:110px}
-.stat .num{display:block;font-size:19px;font-weight:600}
-.stat .lbl{font-size:12px;color:var(--muted)}
-.stop{margin:4px 0 18px;color:var(--muted);font-size:13px}
-section{background:var(--card);border:1px solid var(--line);border-radius:6px;margin:14px 0;
-overflow:hidden}
-table.grid{width:100%;border-collapse:collapse}
-table.grid th{width:150px;text-align:left;vertical-align:top;font-weight:600;font-size:13px;
-color:var(--muted);padding:9px 14px;border-top:1px solid var(--line);background:#fafbfc}
-table.grid td{padding:9px 14px;border-top:1px solid var(--line);vertical-align:top}
-table.grid tr:first-child th,table.grid tr:first-child td{border-top:0}
-ol.queries{margin:0;padding-left:20px}
-ol.queries.one{list-style:none;padding-left:0}
-section.accepted{border-left:4px solid #3f9b57}
-section.rejected{border-left:4px solid #c24a4a}
-ul.passages,ul.plain{list-style:none;margin:0;padding:0}
-ul.passages li,ul.plain li{margin:2px 0}
-details summary{cursor:pointer}
-.ptitle{font-weight:600}
-.pid{color:var(--muted);font-size:12px;font-family:ui-monospace,Menlo,Consolas,monospace}
-.text{white-space:pre-wrap;font-size:13.5px;color:#333a48;background:#f7f8fa;
-border-left:3px solid var(--line);padding:6px 10px;margin:4px 0 6px}
-.agent{background:#fbfaf4}
-.note{white-space:pre-wrap}
-.dropped .ptitle{text-decoration:line-through;color:var(--muted)}
-.tag{font-size:11px;border-radius:3px;padding:0 5px;background:#f3e1e1;color:#8a2a2a}
-ins{background:#d5f2d9;color:#14532d;text-decoration:none;border-radius:2px;padding:0 1px}
-del{background:#f8dcdc;color:#7f1d1d;border-radius:2px;padding:0 1px;margin:0 3px}
-.verdict{display:inline-block;border-radius:4px;padding:1px 8px;font-size:13.5px}
-.v-true{background:#d5f2d9;color:#14532d}
-.v-false{background:#f8dcdc;color:#7f1d1d}
-.v-none{background:#eceef2;color:#4b5263}
-.why{color:var(--muted);font-size:13px}
-.muted{color:var(--muted)}
-.answer{font-size:17px;font-weight:600;white-space:pre-wrap}
-footer{color:var(--muted);font-size:12px;margin-top:18px}
-"""
+    try:
+        return _ENV.get_template("trace.html.j2").render(
+            run=run,
+            method=method or _GUESSED_KIND[_guess_layout(trace)],
+            trace=trace,
+            passages={
+                str(p.get("id")): p for p in run.get("retrieved") or [] if isinstance(p, Mapping)
+            },
+            events=step_events,
+            cost=_cost(run),
+            layout=_template(layout),
+        )
+    except jinja2.TemplateError as exc:  # a method's own layout that reads what is not there
+        raise TraceInputError(f"cannot render the trace page: {exc}") from None

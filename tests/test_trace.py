@@ -8,21 +8,36 @@ import html
 import json
 import struct
 import subprocess
+import tomllib
 import zlib
+from fnmatch import fnmatch
 from html.parser import HTMLParser
+from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypedDict
 
+import jinja2
 import pytest
 import test_cli
 import test_resp
+from langgraph.graph import END, START, StateGraph
 from test_amber import script as amber_script
 from test_cli import assert_one_error_line, cli
 
 from noterag.eval.runner import result_row
 from noterag.graphs import adaptive_note, amber, deepnote, no_retrieval, vanilla
-from noterag.trace import record, render_html, word_diff
+from noterag.methods import METHODS
+from noterag.trace import (
+    LAYOUTS,
+    TraceInputError,
+    layout_for,
+    layout_template,
+    load_run,
+    record,
+    render_html,
+    word_diff,
+)
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -346,10 +361,144 @@ def test_word_diff_marks_added_and_dropped_words_and_escapes() -> None:
 
 
 def test_render_refuses_what_is_not_a_run() -> None:
-    from noterag.trace import TraceInputError
-
     with pytest.raises(TraceInputError):
         render_html({"trace": []})
+
+
+# --------------------------------------------------------------------------- layouts
+
+
+class ToyState(TypedDict, total=False):
+    question: str
+    answer: str
+    trace: list[dict[str, Any]]
+    passages: list[dict[str, str]]
+    passage_ids: list[str]
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def toy_run(method: str = "toy") -> dict[str, Any]:
+    """A method that exists only in this test: one guess over the retrieved passages. Its
+    trace entries carry a "sub_question", the key that once made the viewer draw ReSP."""
+    retriever = KeywordRetriever(passages=CORPUS, k=2)
+
+    def guess(state: ToyState) -> ToyState:
+        docs = retriever.invoke("When was Aurelio Fenwick born?")
+        found = [{"id": d.id, "title": d.metadata["title"], "text": d.page_content} for d in docs]
+        entry = {"step": 0, "sub_question": "born?", "guess": f"{SCRIPT_TAG} 1871",
+                 "passage_ids": [p["id"] for p in found], "sure": False, "llm_calls": 1}  # fmt: skip
+        return {"answer": "1871", "trace": [entry], "passages": found,
+                "passage_ids": entry["passage_ids"], "llm_calls": 1, "prompt_tokens": 1234,
+                "completion_tokens": 5}  # fmt: skip
+
+    graph = StateGraph(ToyState)
+    graph.add_node("guess", guess)
+    graph.add_edge(START, "guess")
+    graph.add_edge("guess", END)
+    return record(graph.compile(), QUESTION, method=method)
+
+
+# The toy method's own step cards: its template text, built from the shared card macros.
+TOY_LAYOUT = """\
+{% import "trace/_cards.html.j2" as card with context %}
+{% for entry in trace %}
+{% call card.section(entry.get("step"), entry, "Guess") %}
+{{ card.row("Guess", card.text(entry.get("guess"), "note")) }}
+{{ card.row("Read", card.passage_list(entry.get("passage_ids"))) }}
+{% endcall %}
+{% endfor %}
+"""
+
+
+def labels(node: Node) -> list[str]:
+    return [th.text() for th in node.all("th")]
+
+
+def test_a_method_renders_with_its_own_layout() -> None:
+    run = toy_run()
+    page = check_common(run, render_html(run, layout=TOY_LAYOUT))
+    (section,) = sections(page)
+    assert section.one("h2").text() == "Guess1 LLM call"
+    # Its template's values are escaped too: the script tag in its own field stays text.
+    assert section.row("Guess").text() == run["trace"][0]["guess"]
+    check_passages(run, section, run["trace"][0]["passage_ids"])
+    assert "Sub-question" not in labels(page)  # no ReSP card guessed from the keys
+    # Compiled once by the viewer (what a method's declaration may hold), the same page.
+    assert render_html(run, layout=layout_template(TOY_LAYOUT)) == render_html(
+        run, layout=TOY_LAYOUT
+    )
+
+
+def test_a_method_without_a_layout_shows_its_trace_fields() -> None:
+    run = toy_run()
+    assert layout_for("toy") == "generic"
+    page = check_common(run, render_html(run))
+    (section,) = sections(page)
+    entry = run["trace"][0]
+    assert labels(section) == ["sub_question", "guess", "passage_ids", "sure"]
+    assert section.row("guess").text() == entry["guess"]
+    check_passages(run, section, entry["passage_ids"])
+    assert section.row("sure").one(cls="verdict").text() == "sure: False"
+
+
+def test_the_layout_follows_the_method_and_a_nameless_run_is_judged_by_its_shape() -> None:
+    assert {m: layout_for(m) for m in METHODS} == {
+        "adaptive-note": "note", "deepnote": "note", "amber": "amber", "resp": "resp",
+        "vanilla": "single", "no-retrieval": "none",
+    }  # fmt: skip
+    assert all(layout_for(m) in LAYOUTS for m in METHODS)
+    # A ReSP run named as ReSP and the same run without its method's name: the same cards.
+    run = resp_run()
+    nameless = {k: v for k, v in run.items() if k != "method"}
+    named_page, nameless_page = dom(render_html(run)), dom(render_html(nameless))
+    assert nameless_page.one(cls="method").text() == "ReSP"
+    assert [s.row("Sub-question").text() for s in sections(nameless_page)] == [
+        s.row("Sub-question").text() for s in sections(named_page)
+    ]
+    # The method decides: its run drawn as the note layout has no sub-question cards.
+    assert "Sub-question" not in labels(dom(render_html(run, layout="note")))
+
+
+def test_a_broken_layout_is_one_error_line() -> None:
+    run = toy_run()
+    with pytest.raises(TraceInputError, match="trace layout, line 2: "):
+        render_html(run, layout="{% for entry in trace %}\n{% endif %}")
+    with pytest.raises(TraceInputError, match="cannot render the trace page: .*no_such"):
+        render_html(run, layout="{{ no_such.field }}")
+    # A template compiled elsewhere may not escape: refused rather than trusted.
+    with pytest.raises(TypeError, match="layout_template"):
+        render_html(run, layout=jinja2.Template("{{ run }}"))
+
+
+def test_the_templates_are_package_data() -> None:
+    """The page must render from an installed wheel: every template file is matched by the
+    package-data globs and read through the package, not the checkout's path."""
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["noterag"]
+    templates = resources.files("noterag") / "templates"
+    found = [
+        p.relative_to(root / "noterag").as_posix()
+        for p in (root / "noterag" / "templates").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
+    assert {"templates/trace.html.j2", "templates/trace.css"} <= set(found)
+    assert {f"templates/trace/{name}.html.j2" for name in LAYOUTS} <= set(found)
+    for name in found:
+        assert any(fnmatch(name, glob) for glob in globs), f"{name} is not package data"
+    assert "ins{" in (templates / "trace.css").read_text(encoding="utf-8")
+
+
+def test_the_docs_example_is_rendered_from_the_templates() -> None:
+    """docs/trace-example.html is the page of docs/trace-example.json (a DeepNote run with the
+    local model), not a copy of the CSS: after a template change, regenerate it with
+    `noterag trace docs/trace-example.json --html docs/trace-example.html`."""
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    run = load_run(docs / "trace-example.json")
+    assert (docs / "trace-example.html").read_text(encoding="utf-8") == render_html(run)
 
 
 # --------------------------------------------------------------------------- CLI
