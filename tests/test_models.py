@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import socket
 import subprocess
@@ -139,9 +140,9 @@ def test_bad_spec_is_a_config_error_listing_the_forms(spec: object) -> None:
 
 
 def test_local_without_the_extra_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_find_spec = models.importlib.util.find_spec
+    real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        models.importlib.util,
+        importlib.util,
         "find_spec",
         lambda name, *a: None if name == "llama_cpp" else real_find_spec(name, *a),
     )

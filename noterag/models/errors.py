@@ -1,0 +1,183 @@
+"""Model-call failures as one-line errors: the endpoint problems a user can fix, and which of
+them would fail every other question of an evaluation run too.
+
+Model calls fail with openai exceptions, often wrapped by LangChain or LangGraph; every
+function here looks along the whole cause chain (``cause_chain``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+
+from langchain_core.language_models import BaseChatModel
+
+from noterag.errors import ModelUnavailableError, NoteragError
+
+__all__ = [
+    "cause_chain",
+    "check_model_reachable",
+    "fatal_error",
+    "friendly_model_error",
+    "one_line_error",
+]
+
+
+def check_model_reachable(model: BaseChatModel, timeout: float = 5.0) -> None:
+    """Raise ModelUnavailableError unless an OpenAI-compatible model's endpoint answers.
+
+    Lists the endpoint's models (cheap, no generation). Models that are not ChatOpenAI pass.
+    """
+    client = getattr(model, "root_client", None)
+    if client is None or not hasattr(client, "models"):
+        return
+    try:
+        client.with_options(timeout=timeout, max_retries=0).models.list()
+    except Exception as exc:
+        friendly = friendly_model_error(exc)
+        if friendly is None:
+            raise
+        raise friendly from exc
+
+
+def friendly_model_error(exc: BaseException) -> NoteragError | None:
+    """Map a model-call failure (anywhere in ``exc``'s cause chain) to a one-line error.
+
+    Returns None when the failure is not a known endpoint problem, so the caller re-raises.
+    """
+    import openai
+
+    for err in cause_chain(exc):
+        if isinstance(err, NoteragError):
+            return err
+        if not isinstance(err, openai.APIError):
+            continue
+        url = _endpoint(err)
+        if isinstance(err, openai.APITimeoutError):
+            return ModelUnavailableError(f"the model endpoint {url} did not answer in time")
+        if isinstance(err, openai.APIConnectionError):
+            return ModelUnavailableError(
+                f"cannot reach the model endpoint {url}: {_connection_reason(err)}"
+            )
+        if isinstance(err, openai.AuthenticationError):
+            return ModelUnavailableError(
+                f"the model endpoint {url} rejected the API key (HTTP 401): check OPENAI_API_KEY"
+            )
+        if isinstance(err, openai.PermissionDeniedError):
+            return ModelUnavailableError(
+                f"the model endpoint {url} denied access (HTTP 403): check OPENAI_API_KEY"
+            )
+        if isinstance(err, openai.NotFoundError):
+            return ModelUnavailableError(
+                f"the model endpoint {url} answered 404 for model {_requested_model(err)!r}: "
+                "check the model name and that the base URL ends in /v1"
+            )
+        if isinstance(err, openai.RateLimitError):
+            return ModelUnavailableError(f"the model endpoint {url} is rate limiting (HTTP 429)")
+        if isinstance(err, openai.APIStatusError):
+            return ModelUnavailableError(
+                f"the model endpoint {url} failed (HTTP {err.status_code}): {_first_line(err)}"
+            )
+    return None
+
+
+def fatal_error(exc: BaseException) -> NoteragError | None:
+    """The error as a one-line NoteragError if it would fail every other question too: the
+    endpoint refuses connections or cannot be found (after the client's retries), rejects the
+    key, does not know the model, or the model could not be set up. None for a question's own
+    failure (a timeout, a 5xx, a connection reset, a prompt too long for the model, an input
+    the graph refuses, a bug on one input); the settings were checked before the run started."""
+    import openai
+
+    for err in cause_chain(exc):
+        if isinstance(err, ModelUnavailableError):
+            return err
+        if isinstance(
+            err, (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError)
+        ) or (
+            isinstance(err, openai.APIConnectionError)
+            and not isinstance(err, openai.APITimeoutError)
+            and not _dropped_mid_request(err)
+        ):
+            return friendly_model_error(err)
+    return None
+
+
+def one_line_error(exc: BaseException) -> str:
+    """``exc`` as one line: the friendly message of an endpoint problem, else its type and text."""
+    friendly = friendly_model_error(exc)
+    message = str(friendly) if friendly is not None else f"{type(exc).__name__}: {exc}"
+    return " ".join(message.split())
+
+
+def cause_chain(exc: BaseException) -> list[BaseException]:
+    """``exc``, then its cause (or the exception it was raised while handling), and so on."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+# The transport errors of a connection the endpoint accepted and then dropped (by class name:
+# the openai SDK runs on httpx or httpx2, whose classes differ but whose names do not).
+_DROPPED = frozenset({"RemoteProtocolError", "ReadError", "WriteError"})
+
+
+def _dropped_mid_request(err: BaseException) -> bool:
+    """Whether a connection error hit one request of a live endpoint (reset, disconnected
+    without a reply) rather than an endpoint no request reaches (refused, unknown host)."""
+    return any(
+        isinstance(cause, ConnectionResetError) or type(cause).__name__ in _DROPPED
+        for cause in cause_chain(err)
+    )
+
+
+_ENDPOINT_PATHS = ("/chat/completions", "/completions", "/models", "/embeddings", "/responses")
+
+
+def _endpoint(err: BaseException) -> str:
+    """The base URL the failed request went to (the part users configure)."""
+    request = getattr(err, "request", None)
+    if request is None:
+        return "(unknown URL)"
+    url = str(request.url).split("?", 1)[0]
+    for path in _ENDPOINT_PATHS:
+        if url.endswith(path):
+            return url[: -len(path)]
+    return url
+
+
+def _connection_reason(err: BaseException) -> str:
+    causes = cause_chain(err)[1:]
+    # The async transport says only "All connection attempts failed" on top; the errno sits
+    # further down the chain.
+    if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
+        return "connection refused"
+    if any(isinstance(cause, socket.gaierror) for cause in causes):
+        return "unknown host"
+    text = " ".join(str(cause) for cause in causes).lower()
+    for needle, reason in (
+        ("connection refused", "connection refused"),
+        ("name or service not known", "unknown host"),
+        ("temporary failure in name resolution", "unknown host"),
+        ("network is unreachable", "network unreachable"),
+        ("certificate", "TLS certificate error"),
+    ):
+        if needle in text:
+            return reason
+    return _first_line(causes[-1]) if causes else "connection error"
+
+
+def _requested_model(err: BaseException) -> str:
+    request = getattr(err, "request", None)
+    try:
+        return str(json.loads(request.content)["model"])  # type: ignore[union-attr]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return "?"
+
+
+def _first_line(err: BaseException) -> str:
+    message = getattr(err, "message", None) or str(err)
+    return message.strip().splitlines()[0] if message.strip() else ""

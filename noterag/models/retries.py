@@ -1,0 +1,90 @@
+"""Counting the model requests the openai client sent again after a transient failure.
+
+The client retries by itself, per request (never a whole graph node): HTTP 408, 409, 429 and
+5xx replies, timeouts and connection errors (refused, reset) are sent again up to
+``ModelSettings.max_retries`` times, after the backoff in ``RETRY_BACKOFF``. Those retries
+happen inside one call, invisibly to LangChain's callbacks, so they are counted at the HTTP
+client: ``counting_clients()`` gives ChatOpenAI clients whose request hook reports every
+re-sent attempt to the innermost active ``count_retries()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = ["RETRY_BACKOFF", "RetryCount", "count_retries", "counting_clients"]
+
+# The openai SDK's backoff (openai._constants), stated here so that it is documented and a
+# test notices when an SDK upgrade changes it: first delay, cap, and the longest Retry-After
+# the client waits for (a longer one is not retried).
+RETRY_BACKOFF = {"initial_s": 0.5, "max_s": 8.0, "max_retry_after_s": 120.0}
+
+# The SDK numbers every attempt of a request in this header: 0 first, then 1, 2, ...
+_RETRY_HEADER = "x-stainless-retry-count"
+
+
+class RetryCount:
+    """Requests re-sent after a transient failure while ``count_retries()`` was active; a count
+    opened inside another adds to both."""
+
+    def __init__(self, parent: RetryCount | None = None) -> None:
+        self._lock = threading.Lock()
+        self._parent = parent
+        self.value = 0
+
+    def add(self) -> None:
+        with self._lock:  # sync model calls count from worker threads
+            self.value += 1
+        if self._parent is not None:
+            self._parent.add()
+
+
+_RETRIES: ContextVar[RetryCount | None] = ContextVar("noterag_retries", default=None)
+
+
+@contextmanager
+def count_retries() -> Iterator[RetryCount]:
+    """Count the retries of the model requests made in this context (an asyncio task and the
+    tasks and LangChain worker threads it starts, which copy the context), by models built
+    here: ``with count_retries() as retries: graph.invoke(...)``; then ``retries.value``."""
+    counter = RetryCount(_RETRIES.get())
+    token = _RETRIES.set(counter)
+    try:
+        yield counter
+    finally:
+        _RETRIES.reset(token)
+
+
+def _note_attempt(request: Any) -> None:
+    # The SDK retries inside one call, invisibly to LangChain's callbacks; every attempt goes
+    # through the HTTP client, though, numbered in a header.
+    counter = _RETRIES.get()
+    if counter is None:
+        return
+    try:
+        retry = int(request.headers.get(_RETRY_HEADER, "0")) > 0
+    except ValueError:
+        return
+    if retry:
+        counter.add()
+
+
+async def _anote_attempt(request: Any) -> None:
+    _note_attempt(request)
+
+
+def counting_clients() -> dict[str, Any]:
+    """HTTP clients for ChatOpenAI that report each retried attempt to ``count_retries``: the
+    SDK's default clients (its limits and redirects) with a request hook."""
+    import openai
+
+    return {
+        "http_client": openai.DefaultHttpxClient(event_hooks={"request": [_note_attempt]}),
+        "http_async_client": openai.DefaultAsyncHttpxClient(
+            event_hooks={"request": [_anote_attempt]}
+        ),
+    }

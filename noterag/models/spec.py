@@ -1,0 +1,188 @@
+"""Chat models from a spec, with noterag's sampling and transport settings.
+
+A spec is one of
+
+* a LangChain ``BaseChatModel`` (used as is);
+* ``"openai:<model>"``: any OpenAI-compatible endpoint through langchain-openai. The base URL
+  comes from the ``base_url`` argument, else ``NOTERAG_BASE_URL``, else ``OPENAI_BASE_URL``
+  (unset means api.openai.com); the key from ``api_key``, else ``OPENAI_API_KEY``, else
+  ``"EMPTY"`` when a base URL is set (vLLM, Ollama and llama.cpp want none);
+* ``"openai:<model>@<base_url>"``: the same with the base URL inline, e.g.
+  ``openai:qwen2.5:7b@http://localhost:11434/v1``;
+* ``"local"``: SmolLM2-135M-Instruct served on 127.0.0.1 (``noterag.models.local_server``);
+* ``None``: ``$NOTERAG_MODEL``, default ``"local"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_openai import ChatOpenAI
+
+from noterag.errors import ConfigError
+from noterag.models.local_server import LOCAL_MAX_TOKENS, LOCAL_MODEL_NAME, start_local_server
+from noterag.models.retries import counting_clients
+
+__all__ = ["ModelSettings", "OpenAICompatibleChat", "aload_chat_model", "load_chat_model"]
+
+_ACCEPTED_SPECS = (
+    "a LangChain chat model object, 'openai:<model>', 'openai:<model>@<base_url>' or 'local'"
+)
+_INLINE_URL = re.compile(r"^(?P<model>.+?)@(?P<url>https?://\S+)$")
+
+
+@dataclass
+class ModelSettings:
+    """Sampling and transport settings shared by every model noterag builds.
+
+    ``max_tokens=None`` means 512 for the local model (it rambles otherwise) and the
+    endpoint's own default for remote models. ``timeout`` bounds each attempt of a request (s);
+    ``max_retries`` is how many times a failed request is sent again (see ``noterag.models``
+    for what is retried and the backoff).
+    """
+
+    temperature: float = 0.1
+    top_p: float = 0.9
+    max_tokens: int | None = None
+    timeout: float = 60.0
+    max_retries: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ConfigError(f"the model timeout must be positive, not {self.timeout}")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries must be 0 or more, not {self.max_retries}")
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ModelSettings:
+        """The defaults, with ``NOTERAG_TIMEOUT`` / ``NOTERAG_MAX_RETRIES`` when set, then the
+        ``overrides`` that are not None (the CLI's options)."""
+        values: dict[str, Any] = {}
+        for name, env, kind in (
+            ("timeout", "NOTERAG_TIMEOUT", float),
+            ("max_retries", "NOTERAG_MAX_RETRIES", int),
+        ):
+            raw = os.environ.get(env, "").strip()
+            if raw:
+                try:
+                    values[name] = kind(raw)
+                except ValueError:
+                    raise ConfigError(f"{env}={raw!r} is not a number") from None
+        known = {f.name for f in fields(cls)}
+        values |= {k: v for k, v in overrides.items() if v is not None and k in known}
+        return cls(**values)
+
+
+class OpenAICompatibleChat(ChatOpenAI):
+    """ChatOpenAI for servers that speak the OpenAI API but are not OpenAI.
+
+    langchain-openai sends the token limit as ``max_completion_tokens`` (OpenAI's newer name);
+    llama-cpp-python's server ignores that field and generates until the context is full, and
+    other servers lag behind too. Every one of them understands ``max_tokens``.
+    """
+
+    def _get_request_payload(
+        self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> dict:
+        payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        if "max_completion_tokens" in payload:
+            payload["max_tokens"] = payload.pop("max_completion_tokens")
+        return payload
+
+
+def load_chat_model(
+    spec: BaseChatModel | str | None = None,
+    settings: ModelSettings | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+) -> BaseChatModel:
+    """Return a chat model for ``spec`` (see the module docstring for the accepted forms)."""
+    if isinstance(spec, BaseChatModel):
+        return spec
+    settings = settings or ModelSettings.from_env()
+    if spec is None:
+        spec = os.environ.get("NOTERAG_MODEL", "local")
+    if not isinstance(spec, str):
+        raise ConfigError(f"model spec must be {_ACCEPTED_SPECS}; got {type(spec).__name__}")
+    spec = spec.strip()
+    if spec == "local":
+        return _local_chat_model(settings)
+    if spec.startswith("openai:") and spec[len("openai:") :].strip():
+        model, inline_url = _split_inline_url(spec[len("openai:") :].strip())
+        return _openai_chat_model(model, settings, base_url=base_url or inline_url, api_key=api_key)
+    raise ConfigError(f"unknown model spec {spec!r}: use {_ACCEPTED_SPECS}")
+
+
+async def aload_chat_model(
+    spec: BaseChatModel | str | None = None,
+    settings: ModelSettings | None = None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+) -> BaseChatModel:
+    """``load_chat_model`` for async code: starting the local server blocks for a second or two,
+    which ``langgraph dev`` forbids inside async nodes (BlockingError)."""
+    return await asyncio.to_thread(
+        load_chat_model, spec, settings, base_url=base_url, api_key=api_key
+    )
+
+
+def _split_inline_url(rest: str) -> tuple[str, str | None]:
+    match = _INLINE_URL.match(rest)
+    if match is None:
+        return rest, None
+    return match["model"], match["url"]
+
+
+def _openai_chat_model(
+    model: str,
+    settings: ModelSettings,
+    *,
+    base_url: str | None,
+    api_key: str | None,
+) -> BaseChatModel:
+    base_url = base_url or os.environ.get("NOTERAG_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+    api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("EMPTY" if base_url else None)
+    if api_key is None:
+        raise ConfigError(
+            f"model 'openai:{model}' needs OPENAI_API_KEY, or OPENAI_BASE_URL pointing at an "
+            "OpenAI-compatible server (vLLM, Ollama, llama.cpp)"
+        )
+    cls = ChatOpenAI if _is_openai(base_url) else OpenAICompatibleChat
+    return cls(
+        model=model,
+        base_url=base_url,
+        api_key=api_key,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        max_tokens=settings.max_tokens,
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
+        **counting_clients(),
+    )
+
+
+def _is_openai(base_url: str | None) -> bool:
+    return base_url is None or "api.openai.com" in base_url
+
+
+def _local_chat_model(settings: ModelSettings) -> BaseChatModel:
+    base_url = start_local_server()
+    return OpenAICompatibleChat(
+        model=LOCAL_MODEL_NAME,
+        base_url=base_url,
+        api_key="local",
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        max_tokens=settings.max_tokens or LOCAL_MAX_TOKENS,
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
+        **counting_clients(),
+    )
+
