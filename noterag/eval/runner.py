@@ -42,7 +42,7 @@ from typing import Any, Self
 
 from langchain_core.retrievers import BaseRetriever
 
-from noterag.errors import ConfigError, IndexNotFoundError, ModelUnavailableError, NoteragError
+from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 from noterag.eval.report import (
     RESULTS_FILE,
     RUN_FILE,
@@ -56,6 +56,7 @@ from noterag.eval.report import (
     scan_results,
     summarize,
 )
+from noterag.models.errors import fatal_error, one_line_error
 
 # run.json fields that must match for a run to resume; the others (limit, questions, times)
 # describe the current invocation.
@@ -439,54 +440,6 @@ def result_row(
         "context": config["context"],
         "model": config["model"],
     }
-
-
-def fatal_error(exc: BaseException) -> NoteragError | None:
-    """The error as a one-line NoteragError if it would fail every other question too: the
-    endpoint refuses connections or cannot be found (after the client's retries), rejects the
-    key, does not know the model, or the model could not be set up. None for a question's own
-    failure (a timeout, a 5xx, a connection reset, a prompt too long for the model, an input
-    the graph refuses, a bug on one input); the settings were checked before the run started."""
-    import openai
-
-    from noterag.models import _cause_chain, friendly_model_error
-
-    for err in _cause_chain(exc):
-        if isinstance(err, ModelUnavailableError):
-            return err
-        if isinstance(
-            err, (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError)
-        ) or (
-            isinstance(err, openai.APIConnectionError)
-            and not isinstance(err, openai.APITimeoutError)
-            and not _dropped_mid_request(err)
-        ):
-            return friendly_model_error(err)
-    return None
-
-
-# The transport errors of a connection the endpoint accepted and then dropped (by class name:
-# the openai SDK runs on httpx or httpx2, whose classes differ but whose names do not).
-_DROPPED = frozenset({"RemoteProtocolError", "ReadError", "WriteError"})
-
-
-def _dropped_mid_request(err: BaseException) -> bool:
-    """Whether a connection error hit one request of a live endpoint (reset, disconnected
-    without a reply) rather than an endpoint no request reaches (refused, unknown host)."""
-    from noterag.models import _cause_chain
-
-    return any(
-        isinstance(cause, ConnectionResetError) or type(cause).__name__ in _DROPPED
-        for cause in _cause_chain(err)
-    )
-
-
-def one_line_error(exc: BaseException) -> str:
-    from noterag.models import friendly_model_error
-
-    friendly = friendly_model_error(exc)
-    message = str(friendly) if friendly is not None else f"{type(exc).__name__}: {exc}"
-    return " ".join(message.split())
 
 
 # --------------------------------------------------------------------------- configuration
