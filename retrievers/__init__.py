@@ -7,22 +7,20 @@ and, if its index directory carries a ``noterag-index.json`` of its own kind, in
 
 Schemes: ``bm25:<dir>`` (embedded tantivy), ``dense:<dir>`` (the ``dense`` extra),
 ``hybrid:<spec>,<spec>`` (reciprocal rank fusion) and ``es:<url>/<index>`` (the ``es``
-extra). Optional backends are imported only when used.
+extra). Optional backends are imported only when used. What a spec string means (scheme or
+path, bare directories, absolute paths) is decided in one place, ``spec.py``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 from langchain_core.retrievers import BaseRetriever
 
-from noterag.errors import ConfigError, IndexNotFoundError
-
-from .bm25 import MANIFEST_NAME, Bm25Index, BM25Retriever, BuildStats, build_bm25_index
+from .bm25 import Bm25Index, BM25Retriever, BuildStats, build_bm25_index
 from .corpus import CorpusStats, iter_corpus
+from .spec import RetrieverSpec, list_parts, normalize, normalize_spec, parse_spec
 
 __all__ = [
     "INDEX_KINDS",
@@ -34,6 +32,8 @@ __all__ = [
     "build_bm25_index",
     "iter_corpus",
     "load_retriever",
+    "normalize_spec",
+    "parse_spec",
 ]
 
 RetrieverFactory = Callable[[str, int], BaseRetriever]
@@ -56,12 +56,7 @@ def _dense(index_dir: str, k: int) -> BaseRetriever:
 def _hybrid(specs: str, k: int) -> BaseRetriever:
     from .hybrid import HybridRetriever
 
-    parts = [part.strip() for part in specs.split(",")]
-    if len(parts) < 2 or not all(parts):
-        raise ConfigError(
-            f"hybrid retriever spec {'hybrid:' + specs!r} needs two or more comma-separated "
-            "retriever specs, e.g. hybrid:bm25-index,dense-index"
-        )
+    parts = list_parts(RetrieverSpec("hybrid", specs))
     return HybridRetriever(retrievers=[load_retriever(part, k) for part in parts], k=k)
 
 
@@ -100,46 +95,13 @@ def __getattr__(name: str) -> object:
 
 
 def load_retriever(spec: str | os.PathLike[str] | BaseRetriever, k: int = 5) -> BaseRetriever:
-    """A retriever from ``"bm25:<index dir>"``, a bare index directory, or a retriever object.
+    """A retriever from ``"bm25:<index dir>"``, a bare index directory, or a retriever object
+    (``spec.py`` has the rule).
 
     Raises ``ConfigError`` for an unknown scheme and ``IndexNotFoundError`` when the index is
     missing.
     """
     if isinstance(spec, BaseRetriever):
         return spec
-    text = os.fspath(spec)
-    scheme, sep, argument = text.partition(":")
-    if sep and scheme in RETRIEVER_SCHEMES:
-        if not argument:
-            raise ConfigError(f"retriever spec {text!r} names no location after '{scheme}:'")
-        return RETRIEVER_SCHEMES[scheme](argument, k)
-    path = Path(text)
-    if path.exists():
-        return RETRIEVER_SCHEMES[_scheme_for_directory(path)](text, k)
-    if sep and _looks_like_scheme(scheme):
-        raise ConfigError(f"unknown retriever scheme {scheme + ':'!r} in {text!r} ({_known()})")
-    raise IndexNotFoundError(
-        f"no index at {text} (a retriever spec is an index directory or one of: {_known()})"
-    )
-
-
-def _scheme_for_directory(path: Path) -> str:
-    manifest = path / MANIFEST_NAME
-    if manifest.is_file():
-        try:
-            kind = json.loads(manifest.read_text(encoding="utf-8")).get("kind")
-        except (OSError, ValueError, AttributeError):
-            kind = None
-        if kind in INDEX_KINDS:
-            return INDEX_KINDS[kind]
-    # Not recognisably another kind: the BM25 loader explains what is wrong with it.
-    return "bm25"
-
-
-def _looks_like_scheme(scheme: str) -> bool:
-    # One letter is a Windows drive ("C:\\idx"), not a scheme.
-    return len(scheme) > 1 and scheme.replace("-", "").replace("_", "").isalnum()
-
-
-def _known() -> str:
-    return "known: " + ", ".join(f"{name}:" for name in sorted(RETRIEVER_SCHEMES))
+    parsed = normalize(parse_spec(spec))
+    return RETRIEVER_SCHEMES[parsed.scheme](parsed.location, k)

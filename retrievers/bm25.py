@@ -22,19 +22,13 @@ boolean OR of term queries on title and text, each token boosted by its count in
 
 from __future__ import annotations
 
-import ctypes
-import json
 import os
-import shutil
-import sys
 import threading
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +40,25 @@ from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 
 from .base import IndexDirRetriever, to_document
 from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
+from .indexdir import (
+    MANIFEST_NAME,
+    IndexBuild,
+    ProgressReporter,
+    new_manifest,
+    now,
+    read_manifest,
+    write_manifest,
+)
 
-MANIFEST_NAME = "noterag-index.json"
+__all__ = [
+    "DEFAULT_ANALYZER",
+    "MANIFEST_NAME",  # its home is indexdir; still importable from here
+    "BM25Retriever",
+    "Bm25Index",
+    "BuildStats",
+    "build_bm25_index",
+    "make_analyzer",
+]
 FORMAT_VERSION = 1
 KIND = "bm25"
 SEARCHED_FIELDS = ("title", "text")
@@ -119,46 +130,23 @@ def build_bm25_index(
     is streamed (constant memory apart from tantivy's ``heap_mb`` indexing budget).
     """
     corpus_path = Path(corpus_path)
-    # Resolved so that "." or "idx/.." still have a parent to hold the temporary sibling.
-    index_dir = Path(index_dir).resolve()
-    _refuse_to_clobber(index_dir)
+    build = IndexBuild(index_dir)
     make_analyzer(analyzer)  # an unknown name fails before anything is written
     # Checked before creating anything, so a typo leaves no temporary directory behind.
     open_corpus(corpus_path).close()
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    # A sibling, so the final rename stays on one filesystem (atomic). Not mkdtemp: its 0700
-    # mode would survive the rename and hide the index from other users.
-    tmp_dir = index_dir.with_name(f".{index_dir.name}.building-{uuid.uuid4().hex[:12]}")
-    tmp_dir.mkdir()
-    try:
+    with build:
         stats = _write_index(
-            corpus_path, tmp_dir, progress, skip_bad_lines, heap_mb, num_threads, analyzer
+            corpus_path, build.path, progress, skip_bad_lines, heap_mb, num_threads, analyzer
         )
-        _write_manifest(tmp_dir, _new_manifest(corpus_path, stats, analyzer))
-        _swap_into_place(tmp_dir, index_dir)
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+        build.finish(_new_manifest(corpus_path, stats, analyzer))
     return BuildStats(
-        index_dir=str(index_dir),
+        index_dir=str(build.index_dir),
         passages=stats.passages,
         skipped_lines=stats.skipped,
         skipped_by_kind=dict(stats.skipped_by_kind),
         seconds=time.perf_counter() - started,
     )
-
-
-def _refuse_to_clobber(index_dir: Path) -> None:
-    """Never replace a directory that is not ours: it could be the user's data."""
-    if not index_dir.exists():
-        return
-    if not index_dir.is_dir():
-        raise ConfigError(f"index output {index_dir} exists and is not a directory")
-    if any(index_dir.iterdir()) and not (index_dir / MANIFEST_NAME).is_file():
-        raise ConfigError(
-            f"index output {index_dir} exists and is not a noterag index "
-            f"(no {MANIFEST_NAME}); choose another directory or remove it"
-        )
 
 
 def _writer_threads(heap_mb: int, num_threads: int | None) -> int:
@@ -189,7 +177,7 @@ def _write_index(
     stats = CorpusStats()
     passages = iter_corpus(corpus_path, skip_bad_lines=skip_bad_lines, stats=stats)
     try:
-        with _ProgressReporter(progress, corpus_path, stats) as report:
+        with ProgressReporter(progress, corpus_path, stats) as report:
             for n, passage in enumerate(passages, start=1):
                 writer.add_document(_to_document(passage))
                 if n % 2000 == 0:
@@ -208,174 +196,22 @@ def _to_document(passage: Passage) -> tantivy.Document:
     return tantivy.Document(id=passage["id"], title=passage["title"], text=passage["text"])
 
 
-class _ProgressReporter:
-    """A rich progress bar over the corpus bytes (no counting pass over a huge file)."""
-
-    def __init__(self, enabled: bool, corpus_path: Path, stats: CorpusStats) -> None:
-        self._stats = stats
-        self._progress = None
-        if enabled:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("[bold]indexing[/bold] {task.description}"),
-                BarColumn(),
-                DownloadColumn(),
-                TextColumn("{task.fields[passages]:,} passages"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                # stderr keeps stdout clean for whatever the caller prints.
-                console=Console(stderr=True),
-            )
-            self._task = self._progress.add_task(
-                corpus_path.name, total=corpus_path.stat().st_size, passages=0
-            )
-
-    def __enter__(self) -> Callable[[], None]:
-        if self._progress is not None:
-            self._progress.start()
-        return self._report
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-    def _report(self) -> None:
-        if self._progress is not None:
-            self._progress.update(
-                self._task, completed=self._stats.bytes_read, passages=self._stats.passages
-            )
-
-
 def _new_manifest(corpus_path: Path, stats: CorpusStats, analyzer: str) -> dict[str, Any]:
-    return {
-        "kind": KIND,
-        "format_version": FORMAT_VERSION,
-        "engine": "tantivy",
-        "count": stats.passages,
-        "skipped_lines": stats.skipped,
-        "analyzer": analyzer,
-        "tokenizer": _ANALYZER_DESCRIPTIONS[analyzer],
-        "fields": list(SEARCHED_FIELDS),
-        "scoring": "BM25 k1=1.2 b=0.75, summed over title and text",
-        "corpus": str(corpus_path.resolve()),
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-
-
-def _write_manifest(index_dir: Path, manifest: dict[str, Any]) -> None:
-    tmp = index_dir / f"{MANIFEST_NAME}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, index_dir / MANIFEST_NAME)
-
-
-def _swap_into_place(built: Path, index_dir: Path) -> None:
-    """Rename ``built`` to ``index_dir``, replacing an old index.
-
-    On Linux the two directories are exchanged in one atomic step (``built`` then holds the
-    old index, which the caller removes), so a crash at any instant leaves ``index_dir`` with
-    either the complete old index or the complete new one. Elsewhere the old index is moved
-    aside first, then removed: a crash between the two renames leaves no index at
-    ``index_dir`` and the old one in a ``.NAME.old-*`` sibling, which the loader's error names.
-    Never is a partial index at ``index_dir``.
-    """
-    if index_dir.exists() and _exchange(built, index_dir):
-        return
-    old = None
-    if index_dir.exists():
-        old = index_dir.with_name(f".{index_dir.name}.old-{uuid.uuid4().hex[:8]}")
-        os.rename(index_dir, old)
-    try:
-        os.rename(built, index_dir)
-    except BaseException:
-        if old is not None:
-            os.rename(old, index_dir)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two existing paths (Linux ``renameat2(RENAME_EXCHANGE)``); False when
-    the platform, libc or filesystem cannot, so the caller falls back to two renames."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):  # a libc without renameat2 (glibc < 2.28, some musl)
-        return False
-    renameat2.argtypes = [
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_uint,
-    ]
-    renameat2.restype = ctypes.c_int
-    return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
-
-
-def interrupted_build_note(index_dir: Path) -> str:
-    """What a killed build left next to ``index_dir`` (for the "no index" errors), or ""."""
-    index_dir = Path(index_dir)
-    prefix = f".{index_dir.name}."
-    try:  # not glob: the name may hold glob's special characters
-        siblings = sorted(p for p in index_dir.parent.iterdir() if p.name.startswith(prefix))
-    except OSError:
-        return ""
-    old = [p for p in siblings if p.name.startswith(f"{prefix}old-") and p.is_dir()]
-    building = [p for p in siblings if p.name.startswith(f"{prefix}building-")]
-    notes = []
-    if old and not index_dir.exists():
-        notes.append(
-            f"an interrupted rebuild left the previous index in {old[-1]}: rename it to "
-            f"{index_dir} to use it again"
-        )
-    if building:
-        notes.append(
-            f"{building[0]}{f' and {len(building) - 1} more' if len(building) > 1 else ''} "
-            "is an unfinished build (still running, or interrupted: remove it if no build runs)"
-        )
-    return "; ".join(notes)
-
-
-def _not_found(message: str, index_dir: Path, hint: str = BUILD_HINT) -> IndexNotFoundError:
-    note = interrupted_build_note(index_dir)
-    return IndexNotFoundError(f"{message}; {note}; {hint}" if note else f"{message}; {hint}")
+    return new_manifest(
+        KIND,
+        FORMAT_VERSION,
+        corpus_path,
+        stats,
+        engine="tantivy",
+        analyzer=analyzer,
+        tokenizer=_ANALYZER_DESCRIPTIONS[analyzer],
+        fields=list(SEARCHED_FIELDS),
+        scoring="BM25 k1=1.2 b=0.75, summed over title and text",
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # Loading and searching
-
-
-def read_manifest(index_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of a noterag index; ``IndexNotFoundError`` when there is none."""
-    index_dir = Path(index_dir)
-    if not index_dir.exists():
-        raise _not_found(f"index not found: {index_dir} does not exist", index_dir)
-    if not index_dir.is_dir():
-        raise IndexNotFoundError(f"{index_dir} is a file, not an index directory; {BUILD_HINT}")
-    path = index_dir / MANIFEST_NAME
-    if not path.is_file():
-        raise _not_found(f"{index_dir} is not a noterag BM25 index (no {MANIFEST_NAME})", index_dir)
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IndexNotFoundError(f"{path} is unreadable ({exc}); rebuild the index") from None
-    if not isinstance(manifest, dict):
-        raise IndexNotFoundError(f"{path} is not a JSON object; rebuild the index")
-    return manifest
 
 
 class Bm25Index:
@@ -383,8 +219,8 @@ class Bm25Index:
 
     def __init__(self, index_dir: str | os.PathLike[str]) -> None:
         self.index_dir = Path(index_dir)
-        self.manifest = read_manifest(self.index_dir)
-        self._check_manifest()
+        self.manifest = read_manifest(self.index_dir, kind=KIND, label="BM25", hint=BUILD_HINT)
+        self._check_format()
         self.analyzer = make_analyzer(self.manifest.get("analyzer", DEFAULT_ANALYZER))
         try:
             self._index = tantivy.Index.open(str(self.index_dir))
@@ -397,12 +233,7 @@ class Bm25Index:
         self._schema = self._index.schema
         self._write_lock = threading.Lock()
 
-    def _check_manifest(self) -> None:
-        kind = self.manifest.get("kind")
-        if kind != KIND:
-            raise IndexNotFoundError(
-                f"{self.index_dir} holds a noterag {kind!r} index, not a BM25 index"
-            )
+    def _check_format(self) -> None:
         version = self.manifest.get("format_version")
         analyzer = self.manifest.get("analyzer", DEFAULT_ANALYZER)
         if (
@@ -491,8 +322,8 @@ class Bm25Index:
 
     def _refresh_manifest(self) -> None:
         self.manifest["count"] = self.num_passages
-        self.manifest["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
-        _write_manifest(self.index_dir, self.manifest)
+        self.manifest["updated"] = now()
+        write_manifest(self.index_dir, self.manifest)
 
 
 class _CommittingWriter:

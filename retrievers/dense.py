@@ -25,13 +25,10 @@ from __future__ import annotations
 import array
 import json
 import os
-import shutil
 import struct
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,17 +40,9 @@ from pydantic import PrivateAttr
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 
 from .base import IndexDirRetriever, to_document
-from .bm25 import (
-    MANIFEST_NAME,
-    _not_found,
-    _ProgressReporter,
-    _refuse_to_clobber,
-    _swap_into_place,
-    _write_manifest,
-    read_manifest,
-)
 from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
 from .extras import DENSE_HINT, MissingExtraError
+from .indexdir import IndexBuild, ProgressReporter, new_manifest, read_manifest
 
 KIND = "dense"
 FORMAT_VERSION = 1
@@ -197,26 +186,19 @@ def build_dense_index(
     if batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
     corpus_path = Path(corpus_path)
-    index_dir = Path(index_dir).resolve()
-    _refuse_to_clobber(index_dir)
+    build = IndexBuild(index_dir)
     open_corpus(corpus_path).close()  # a typo fails before the (slow) model load
     started = time.perf_counter()
     embedder = embeddings if embeddings is not None else load_embeddings(model_name)
     dim = _normalised(embedder.embed_query("dimension probe")).shape[1]
 
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp_dir = index_dir.with_name(f".{index_dir.name}.building-{uuid.uuid4().hex[:12]}")
-    tmp_dir.mkdir()
-    try:
+    with build:
         stats, embed_seconds = _write_index(
-            corpus_path, tmp_dir, embedder, dim, batch_size, progress, skip_bad_lines
+            corpus_path, build.path, embedder, dim, batch_size, progress, skip_bad_lines
         )
-        _write_manifest(tmp_dir, _new_manifest(corpus_path, stats, model_name, dim))
-        _swap_into_place(tmp_dir, index_dir)
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+        build.finish(_new_manifest(corpus_path, stats, model_name, dim))
     return DenseBuildStats(
-        index_dir=str(index_dir),
+        index_dir=str(build.index_dir),
         passages=stats.passages,
         skipped_lines=stats.skipped,
         skipped_by_kind=dict(stats.skipped_by_kind),
@@ -247,7 +229,7 @@ def _write_index(
     with (
         (target / EMBEDDINGS_FILE).open("wb") as vectors_out,
         (target / PASSAGES_FILE).open("wb") as passages_out,
-        _ProgressReporter(progress, corpus_path, stats) as report,
+        ProgressReporter(progress, corpus_path, stats) as report,
     ):
         vectors_out.write(b"\0" * _NPY_HEADER_BYTES)  # replaced once the count is known
         chunk: list[Passage] = []
@@ -306,20 +288,20 @@ def _npy_header(rows: int, dim: int) -> bytes:
     )
 
 
-def _new_manifest(corpus_path: Path, stats: CorpusStats, model_name: str, dim: int) -> dict:
-    return {
-        "kind": KIND,
-        "format_version": FORMAT_VERSION,
-        "model": _manifest_model_name(model_name),
-        "dim": dim,
-        "count": stats.passages,
-        "skipped_lines": stats.skipped,
-        "normalized": True,
-        "similarity": "cosine (dot product of L2-normalised float32 vectors)",
-        "passage_template": PASSAGE_TEMPLATE,
-        "corpus": str(corpus_path.resolve()),
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+def _new_manifest(
+    corpus_path: Path, stats: CorpusStats, model_name: str, dim: int
+) -> dict[str, Any]:
+    return new_manifest(
+        KIND,
+        FORMAT_VERSION,
+        corpus_path,
+        stats,
+        model=_manifest_model_name(model_name),
+        dim=dim,
+        normalized=True,
+        similarity="cosine (dot product of L2-normalised float32 vectors)",
+        passage_template=PASSAGE_TEMPLATE,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,18 +313,7 @@ class DenseIndex:
 
     def __init__(self, index_dir: str | os.PathLike[str]) -> None:
         self.index_dir = Path(index_dir)
-        if not (self.index_dir / MANIFEST_NAME).is_file():
-            # read_manifest's messages would suggest building a BM25 index.
-            where = "does not exist" if not self.index_dir.exists() else f"has no {MANIFEST_NAME}"
-            raise _not_found(
-                f"no dense index at {self.index_dir} ({where})", self.index_dir, BUILD_HINT
-            )
-        self.manifest = read_manifest(self.index_dir)
-        if self.manifest.get("kind") != KIND:
-            raise IndexNotFoundError(
-                f"{self.index_dir} holds a noterag {self.manifest.get('kind')!r} index, "
-                "not a dense index"
-            )
+        self.manifest = read_manifest(self.index_dir, kind=KIND, label="dense", hint=BUILD_HINT)
         version = self.manifest.get("format_version")
         if not isinstance(version, int) or version > FORMAT_VERSION:
             raise IndexNotFoundError(

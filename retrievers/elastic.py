@@ -45,8 +45,8 @@ from langchain_core.documents import Document
 from pydantic import Field
 
 from .base import SearchMixin, check_k
-from .bm25 import _ProgressReporter
 from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
+from .indexdir import ProgressReporter
 
 ENV_API_KEY = "NOTERAG_ES_API_KEY"
 ENV_USER = "NOTERAG_ES_USER"
@@ -282,7 +282,7 @@ def build_es_index(
     failures: list[tuple[str, str]] = []
     sent = 0
     try:
-        with _ProgressReporter(progress, corpus_path, stats) as report:
+        with ProgressReporter(progress, corpus_path, stats) as report:
             for ok, item in helpers.streaming_bulk(
                 client,
                 _actions(index, passages),

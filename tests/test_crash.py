@@ -330,9 +330,9 @@ def test_a_rebuild_interrupted_between_renames_is_named_by_the_loader(tmp_path: 
 def test_the_fallback_swap_also_replaces_the_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from noterag.retrievers import bm25
+    from noterag.retrievers import indexdir
 
-    monkeypatch.setattr(bm25, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(indexdir, "exchange", lambda a, b: False)
     out = tmp_path / "index"
     build_bm25_index(_corpus(tmp_path / "old.jsonl", 5, "old"), out, progress=False)
     build_bm25_index(_corpus(tmp_path / "new.jsonl", 7, "new"), out, progress=False)

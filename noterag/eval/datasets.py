@@ -40,13 +40,13 @@ import codecs
 import hashlib
 import itertools
 import json
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from noterag._fs import atomic_writer
 from noterag.errors import ConfigError, NoteragError
 from noterag.eval.metrics import TASKS
 
@@ -740,30 +740,19 @@ def passage_id(title: str, text: str) -> str:
 
 
 def _write_atomically(out: Path, passages: Iterable[dict[str, str]], if_none: str) -> int:
-    """Write JSONL lines to a temp file beside ``out``, fsync, rename; return the line count.
+    """Write JSONL lines to ``out`` (``noterag._fs.atomic_writer``); return the line count.
 
     Writing none raises ``DatasetError(if_none)`` and leaves an existing ``out`` untouched.
     """
-    # A plain open() (not mkstemp) so the corpus gets the user's usual permissions; the pid
-    # keeps two concurrent poolings from sharing a temp file.
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     count = 0
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("w", encoding="utf-8") as handle:
+        with atomic_writer(out) as handle:
             for passage in passages:
                 handle.write(json.dumps(passage, ensure_ascii=False) + "\n")
                 count += 1
-            handle.flush()
-            os.fsync(handle.fileno())
-        if count == 0:
-            raise DatasetError(if_none)
-        os.replace(tmp, out)
+            if count == 0:
+                raise DatasetError(if_none)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise DatasetError(f"cannot write {out}: {exc.strerror or exc}") from None
-    except BaseException:
-        # A malformed record (DatasetError), no paragraphs, or an interrupt: no temp file left.
-        tmp.unlink(missing_ok=True)
-        raise
     return count

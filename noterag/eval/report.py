@@ -33,6 +33,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from noterag._fs import atomic_write_json
 from noterag.errors import NoteragError
 
 RUN_FILE = "run.json"
@@ -191,7 +192,7 @@ def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
 def summarize(run_dir: str | os.PathLike[str]) -> Summary:
     """Compute the run's summary and write it to ``RUN_DIR/summary.json``."""
     summary = compute_summary(run_dir)
-    _write_json_atomically(Path(run_dir) / SUMMARY_FILE, summary)
+    atomic_write_json(Path(run_dir) / SUMMARY_FILE, summary)
     return summary
 
 
@@ -248,12 +249,6 @@ def busy_seconds(intervals: Iterable[tuple[float, float]]) -> float:
     if current_end is not None:
         total += current_end - current_start
     return total
-
-
-def _write_json_atomically(path: Path, value: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def metric_label(name: str) -> str:

@@ -42,14 +42,14 @@ from typing import Any, Self
 
 from langchain_core.retrievers import BaseRetriever
 
-from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+from noterag._fs import atomic_write_json, atomic_write_lines, fsync_dir
+from noterag.errors import ConfigError, NoteragError
 from noterag.eval.report import (
     RESULTS_FILE,
     RUN_FILE,
     SUMMARY_FILE,
     RunDirError,
     Summary,
-    _write_json_atomically,
     compute_summary,
     metric_label,
     metric_means,
@@ -57,6 +57,7 @@ from noterag.eval.report import (
     summarize,
 )
 from noterag.models.errors import fatal_error, one_line_error
+from noterag.retrievers.spec import normalize_spec
 
 # run.json fields that must match for a run to resume; the others (limit, questions, times)
 # describe the current invocation.
@@ -237,10 +238,10 @@ def _open_run_dir(
     rows = _repair_results(results_path)
     if retry_errors and any(row.get("error") for row in rows):
         rows = [row for row in rows if not row.get("error")]
-        _rewrite_results(results_path, rows)
+        atomic_write_lines(results_path, (_encode(row) for row in rows))
     from noterag import __version__
 
-    _write_json_atomically(
+    atomic_write_json(
         run_dir / RUN_FILE,
         config
         | {
@@ -280,25 +281,6 @@ def _repair_results(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _rewrite_results(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.writelines(_encode(row) for row in rows)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    # The new file's directory entry must reach the disk too, or a crash may bring back the old.
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _encode(row: dict[str, Any]) -> bytes:
     # One line: json.dumps escapes newlines inside strings.
     return (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
@@ -317,7 +299,7 @@ class _ResultsWriter:
         existed = path.exists()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if not existed:
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
 
     def append(self, row: dict[str, Any]) -> None:
         view = memoryview(_encode(row))
@@ -446,22 +428,15 @@ def result_row(
 
 
 def _index_spec(index: Any) -> Any:
-    """A retriever spec for ``index`` (a bare directory becomes "bm25:DIR"), the object itself,
-    or None (NOTERAG_INDEX, else the sample corpus, as ``build_graph``)."""
+    """The canonical retriever spec for ``index`` (``noterag.retrievers.spec``: a bare directory
+    becomes "bm25:/abs/DIR" or "dense:/abs/DIR" by its manifest), the object itself, or None
+    (NOTERAG_INDEX, else the sample corpus, as ``build_graph``)."""
     if index is None:
         env = os.environ.get("NOTERAG_INDEX")
         index = env or None
     if index is None or isinstance(index, BaseRetriever):
         return index
-    text = os.fspath(index).strip()
-    if not text:
-        raise IndexNotFoundError("the index value is empty")
-    scheme, sep, rest = text.partition(":")
-    if sep and scheme.isalnum() and not Path(text).exists():
-        if scheme == "bm25":
-            return f"bm25:{Path(rest).expanduser().resolve()}"
-        return text
-    return f"bm25:{Path(text).expanduser().resolve()}"
+    return normalize_spec(index)
 
 
 def _index_label(spec: Any) -> str:

@@ -1,0 +1,94 @@
+"""Replacing a file atomically and durably: the one way noterag rewrites a file in place.
+
+The policy (every rewrite of a whole file: run.json, summary.json, a rewritten results.jsonl,
+an index manifest, a pooled corpus):
+
+1. the new content goes to a temporary file in the same directory (so the rename below stays
+   on one filesystem), opened with plain ``open`` so it gets the user's usual permissions
+   (``mkstemp``'s 0600 would survive the rename); its name holds the pid and a random part, so
+   two writers never share it, and starts with a dot, so a crash leaves no file that looks
+   like a result;
+2. the file is flushed and fsynced: its bytes are on disk before any name points at them;
+3. ``os.replace`` puts it in place: a reader sees the old file or the new one, never a mix;
+4. the directory is fsynced: the new name survives a power loss too, rather than the old file
+   coming back.
+
+An error or an interrupt at any point before step 3 removes the temporary file and leaves the
+old file untouched. Appending (results.jsonl's rows) is not a rewrite: the runner fsyncs each
+appended line itself, and ``fsync_dir`` after creating the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make the directory's entries (a file just created, renamed or removed) durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _temporary_sibling(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+@contextmanager
+def atomic_writer(path: str | os.PathLike[str], *, binary: bool = False) -> Iterator[IO[Any]]:
+    """A file to write ``path``'s new content into; it replaces ``path`` when the block ends
+    without an exception (see the module's policy). Text is UTF-8 with ``\\n`` line ends.
+    Raising inside the block (e.g. after finding there is nothing to write) leaves ``path`` as
+    it was. The directory holding ``path`` must exist."""
+    path = Path(path)
+    tmp = _temporary_sibling(path)
+    try:
+        # "x": never follow or reuse a file someone else put at the temporary name.
+        with (
+            open(tmp, "xb") if binary else open(tmp, "x", encoding="utf-8", newline="\n")
+        ) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace ``path`` with ``data``, atomically and durably."""
+    with atomic_writer(path, binary=True) as handle:
+        handle.write(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Replace ``path`` with ``text`` (UTF-8), atomically and durably."""
+    with atomic_writer(path) as handle:
+        handle.write(text)
+
+
+def atomic_write_lines(path: str | os.PathLike[str], lines: Iterable[bytes]) -> int:
+    """Replace ``path`` with ``lines`` (each already ending in a newline), streamed, atomically
+    and durably; returns how many were written."""
+    count = 0
+    with atomic_writer(path, binary=True) as handle:
+        for line in lines:
+            handle.write(line)
+            count += 1
+    return count
+
+
+def atomic_write_json(path: str | os.PathLike[str], value: Any) -> None:
+    """Replace ``path`` with ``value`` as indented UTF-8 JSON (noterag's JSON files: run.json,
+    summary.json, index manifests), atomically and durably."""
+    atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n")
