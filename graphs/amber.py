@@ -18,8 +18,8 @@
 max_steps (3) counts every iteration, the first (for q itself) included: Section 3.4 starts the
 collector's loop at q_0 = q, and Table 4's "max iterations" (1, 2, 3) count that first one. The
 state's ``steps`` is t of the last iteration (trace step 0 is the first one), as for the other
-note methods. ``best_note`` holds M_opt. Both stop conditions are the conditional edge after
-``sufficiency``; see noterag.nodes.amber for what the paper leaves open (t = 0 without a
+note methods. ``best_note`` holds M_opt. Both stop conditions are the ``stop_check`` after
+``sufficiency`` (nodes.stops.amber_stop); see noterag.nodes.amber for what the paper leaves open (t = 0 without a
 comparison, when the sufficiency check is skipped, parse fallbacks) and noterag.prompts.amber
 for the prompts (the note-updating, sufficiency and answer prompts are not Amber's own).
 
@@ -31,15 +31,12 @@ fine-tuned model for both levels: pass it as ``filter_model`` and ``extract_mode
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
+from langgraph.graph import END, StateGraph
 
-from noterag.context import AmberContext, resolve_context
-from noterag.methods import lazy_graph, method_deps
+from noterag.context import AmberContext
 from noterag.nodes.amber import (
-    amber_stop,
     challenger,
     chunk_filter,
     init_memory,
@@ -51,43 +48,19 @@ from noterag.nodes.amber import (
 )
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import accumulate, refine_query
-from noterag.nodes.question import question
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.step import node
+from noterag.nodes.stops import amber_stop, stop_check
+from noterag.profiles import AMBER_PAPER
 from noterag.prompts import amber as prompts
-from noterag.state import AmberOutput, AmberState, QuestionInput
-
-NAME = "amber"
-CONTEXT = AmberContext
-ROLES = (
-    "filter",
-    "extract",
-    "init_note",
-    "accumulate",
-    "reviewer",
-    "challenger",
-    "refiner",
-    "review",
-    "sufficiency",
-    "refine_query",
-    "answer",
-)
+from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.state import AmberOutput, AmberState
 
 
-def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
-    deps = method_deps(NAME, {"paper": prompts.PAPER}, AmberContext, ROLES, model, retriever, role_models)
-    deps.stop_rule = amber_stop
-
+def wire(graph: StateGraph, deps: Deps) -> None:
     def draft(state: AmberState) -> Literal["init_memory", "accumulate"]:
         return "accumulate" if state.get("best_note") is not None else "init_memory"
 
-    def collect(state: AmberState, runtime: Runtime) -> Literal["refine_query", "answer"]:
-        stop = amber_stop(state, resolve_context(AmberContext, runtime.context))
-        return "answer" if stop else "refine_query"
-
-    graph = StateGraph(
-        AmberState, context_schema=AmberContext, input_schema=QuestionInput, output_schema=AmberOutput
-    )
     loop = (
         retrieve,
         chunk_filter,
@@ -104,8 +77,11 @@ def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
     )
     for step in loop:
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node("question", question)
-    graph.add_edge(START, "question")
+    graph.add_node(
+        "stop_check",
+        stop_check(amber_stop, deps, go_on="refine_query"),
+        destinations=("refine_query", "answer"),
+    )
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "chunk_filter")
     graph.add_edge("chunk_filter", "sentence_filter")
@@ -116,10 +92,38 @@ def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
     graph.add_edge("challenger", "refiner")
     graph.add_edge("refiner", "memory_update")
     graph.add_edge("memory_update", "sufficiency")
-    graph.add_conditional_edges("sufficiency", collect)
+    graph.add_edge("sufficiency", "stop_check")
     graph.add_edge("refine_query", "retrieve")
     graph.add_edge("answer", END)
-    return graph.compile(name=NAME)
 
 
-__getattr__ = lazy_graph(build, globals())
+SPEC = MethodSpec(
+    name="amber",
+    title="Amber (Qin et al., 2025)",
+    summary="multi-granular content filter, agent-based memory updater, adaptive information "
+    "collector (no official code: profile paper only)",
+    context=AmberContext,
+    state=AmberState,
+    output=AmberOutput,
+    roles=(
+        "filter",
+        "extract",
+        "init_note",
+        "accumulate",
+        "reviewer",
+        "challenger",
+        "refiner",
+        "review",
+        "sufficiency",
+        "refine_query",
+        "answer",
+    ),
+    prompts={"paper": prompts.PAPER},
+    wire=wire,
+    result_fields=("best_note",),
+    trace_view="amber",
+    paper_profile=AMBER_PAPER,
+)
+
+build = SPEC.build
+make_graph = server_graph(SPEC)  # langgraph.json

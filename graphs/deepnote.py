@@ -6,7 +6,7 @@
         P_t = retrieve(q_t)                                                 retrieve
         N_t = LLM_KA(q_0, P_t, N_opt)                                       accumulate
         V_t = LLM_ARD(q_0, N_opt, N_t);  V_t ? N_opt = N_t : failures += 1   review
-    until failures >= max_failures or steps >= max_steps                   (note_loop.threshold_stop)
+    until failures >= max_failures or steps >= max_steps                   stop_check (threshold_stop)
     answer = LLM_Ans(q_0, N_opt)                                            answer
 
 The paper (§3.3) stops on max failure and max step only, so ``profile="paper"`` has no passage
@@ -16,21 +16,27 @@ cap unless ``max_passages`` is set. The official code also stops once more than 
 
 from __future__ import annotations
 
-from typing import Any
-
 from noterag.context import DeepNoteContext
 from noterag.graphs import note_loop
-from noterag.methods import lazy_graph, method_deps
 from noterag.prompts import deepnote as prompts
+from noterag.spec import MethodSpec, server_graph
+from noterag.state import NoteOutput, NoteState
 
-NAME = "deepnote"
-CONTEXT = DeepNoteContext
-ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
+SPEC = MethodSpec(
+    name="deepnote",
+    title="DeepNote (Wang et al., 2025)",
+    summary="note-centric deep retrieval: init note, query refinement, knowledge accumulation, "
+    "adaptive retrieval decision, note-informed answer",
+    context=DeepNoteContext,
+    state=NoteState,
+    output=NoteOutput,
+    roles=note_loop.ROLES,
+    prompts={"paper": prompts.PAPER, "official": prompts.OFFICIAL},
+    wire=note_loop.wire,
+    result_fields=("best_note",),
+    trace_view="note",
+    official_code="deepnote",
+)
 
-
-def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
-    deps = method_deps(NAME, {"paper": prompts.PAPER, "official": prompts.OFFICIAL}, DeepNoteContext, ROLES, model, retriever, role_models)
-    return note_loop.build(deps)
-
-
-__getattr__ = lazy_graph(build, globals())
+build = SPEC.build
+make_graph = server_graph(SPEC)  # langgraph.json

@@ -7,20 +7,25 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from noterag.context import BaselineContext
-from noterag.graphs.vanilla import single_pass
-from noterag.methods import lazy_graph
-from noterag.nodes.answer import answer
+from noterag.graphs.single_pass import wiring
 from noterag.prompts import baselines
+from noterag.spec import MethodSpec, server_graph
+from noterag.state import BaselineOutput, BaselineState
 
-NAME = "no-retrieval"
-CONTEXT = BaselineContext
+SPEC = MethodSpec(
+    name="no-retrieval",
+    title="No retrieval",
+    summary="the question alone in the answer prompt, one call (closed book)",
+    context=BaselineContext,
+    state=BaselineState,
+    output=BaselineOutput,
+    roles=("answer",),
+    prompts={"paper": baselines.NO_RETRIEVAL, "official": baselines.NO_RETRIEVAL},
+    wire=wiring(()),
+    trace_view="single",
+    official_code="adaptive-note",  # the run's official_code setting chooses
+)
 
-
-def build(model: Any = None, retriever: Any = None, **role_models: Any) -> Any:
-    return single_pass(NAME, baselines.NO_RETRIEVAL, (answer,), model, retriever, role_models)
-
-
-__getattr__ = lazy_graph(build, globals())
+build = SPEC.build
+make_graph = server_graph(SPEC)  # langgraph.json

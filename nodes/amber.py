@@ -31,7 +31,8 @@ from typing import Any
 
 from noterag.nodes.notes import init_note, review
 from noterag.nodes.parsing import parse_nli
-from noterag.nodes.step import Ask, Env, StepGen, emit
+from noterag.nodes.step import Ask, Env, StepGen
+from noterag.nodes.stops import iterations_spent
 
 
 def _step(state: Mapping[str, Any]) -> int:
@@ -61,7 +62,7 @@ def chunk_filter(state: dict[str, Any], env: Env) -> StepGen:
             useful = verdict.accepted or not verdict.parsed
             (kept if useful else dropped).append(passage)
             unparsed += not verdict.parsed
-            emit(
+            env.emit(
                 {
                     "type": "filter",
                     "step": _step(state),
@@ -96,7 +97,7 @@ def sentence_filter(state: dict[str, Any], env: Env) -> StepGen:
     extracted = [
         {**p, "text": reply.strip()} if reply.strip() else p for p, reply in zip(passages, replies)
     ]
-    emit(
+    env.emit(
         {
             "type": "sentences",
             "step": _step(state),
@@ -129,7 +130,7 @@ def _agent(state: dict[str, Any], env: Env, agent: str, **feedback: str) -> Step
             **feedback,
         ),
     )
-    emit({"type": "memory_review", "step": _step(state), "agent": agent, "text": reply})
+    env.emit({"type": "memory_review", "step": _step(state), "agent": agent, "text": reply})
     return reply.strip()
 
 
@@ -167,7 +168,7 @@ def memory_update(state: dict[str, Any], env: Env) -> StepGen:
         return update | {"memory_changed": entry["verdict"], "step_entry": entry}
     candidate = state.get("candidate_note")
     reason = "no new passages" if candidate is None else "initial memory"
-    emit(
+    env.emit(
         {
             "type": "verdict",
             "step": 0,
@@ -189,21 +190,6 @@ def memory_update(state: dict[str, Any], env: Env) -> StepGen:
     return {"best_note": candidate or "", "memory_changed": candidate is not None, "step_entry": entry}
 
 
-def iterations_spent(state: Mapping[str, Any], ctx: Any) -> bool:
-    """Whether the iteration that just ended was the last one allowed (t + 1 >= max_steps)."""
-    return state.get("steps", 0) + 1 >= ctx.max_steps
-
-
-def amber_stop(state: Mapping[str, Any], ctx: Any, profile: Any = None) -> str | None:
-    """Why the collector stops now, or None: the memory is sufficient, or max_steps iterations ran."""
-    iterations = state.get("steps", 0) + 1
-    if state.get("sufficient"):
-        return f"the memory was judged sufficient after {iterations} iteration(s)"
-    if iterations_spent(state, ctx):
-        return f"{iterations} iteration(s) (max_steps = {ctx.max_steps})"
-    return None
-
-
 def sufficiency(state: dict[str, Any], env: Env) -> StepGen:
     """Adaptive information collector: is M_opt sufficient to answer q? (Our prompt: the paper
     publishes none.) Completes the iteration's trace entry."""
@@ -220,7 +206,7 @@ def sufficiency(state: dict[str, Any], env: Env) -> StepGen:
         verdict = env.profile.parse_verdict(reply)
         asked, sufficient, parsed = True, verdict.accepted, verdict.parsed
         reason = "judged" if parsed else "reply did not parse: insufficient"
-    emit(
+    env.emit(
         {
             "type": "sufficiency",
             "step": state["steps"],

@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from noterag.nodes.step import Ask, Env, StepGen, emit, reply_text
+from noterag.nodes.step import Ask, Env, StepGen, reply_text
 
 # What each answer-prompt slot is filled with; a prompt uses the slots it declares (the note
 # methods: the best note only; ReSP: its memory queues; vanilla RAG: the passages).
@@ -38,7 +38,5 @@ def answer(state: dict[str, Any], env: Env) -> StepGen:
         "question": state["question"],
         "messages": [AIMessage(text, id=reply.id)],
     }
-    if env.deps.stop_rule is not None:
-        update["stop_reason"] = env.deps.stop_rule(state, env.ctx, env.profile) or ""
-    emit({"type": "answer", "answer": text})
+    env.emit({"type": "answer", "answer": text})
     return update

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from noterag.nodes.step import Ask, Env, StepGen, emit
+from noterag.nodes.step import Ask, Env, StepGen
 
 
 def init_note(state: dict[str, Any], env: Env) -> StepGen:
@@ -24,7 +24,7 @@ def init_note(state: dict[str, Any], env: Env) -> StepGen:
             ),
         )
         note = note.strip() if env.profile.skip_empty_steps else note
-    emit({"type": "note", "step": 0, "note": note, "accepted": True})
+    env.emit({"type": "note", "step": 0, "note": note, "accepted": True})
     return {
         "best_note": note,
         "steps": 0,
@@ -56,7 +56,7 @@ def refine_query(state: dict[str, Any], env: Env) -> StepGen:
     logged, queries = env.profile.new_queries(
         reply, state["question"], state.get("query_log", [])
     )
-    emit({"type": "queries", "step": state["steps"] + 1, "queries": queries})
+    env.emit({"type": "queries", "step": state["steps"] + 1, "queries": queries})
     return {"query_log": logged, "queries": queries}
 
 
@@ -94,7 +94,7 @@ def review(state: dict[str, Any], env: Env) -> StepGen:
         verdict = env.profile.parse_verdict(reply)
         accepted, parsed = verdict.accepted, verdict.parsed
         reason = "reviewed" if parsed else "verdict did not parse"
-    emit(
+    env.emit(
         {
             "type": "verdict",
             "step": step,

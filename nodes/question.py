@@ -5,29 +5,53 @@ A plain node (no model call, no search), so a run without a question fails befor
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_origin, get_type_hints
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.types import Overwrite
 
 from noterag.errors import ConfigError
 from noterag.nodes.step import reply_text
-from noterag.state import AmberState, BaselineState, NoteState, QuestionInput, ReSPState
+from noterag.state import QuestionInput
 
 # What a caller sends: all that a fresh run's state holds when this step runs.
 _INPUT_KEYS = frozenset(QuestionInput.__annotations__)
-# Fields with a reducer take an Overwrite to start over; a plain field takes its new value.
-_ACCUMULATING = frozenset(
-    key
-    for schema in (NoteState, AmberState, ReSPState, BaselineState)
-    for key, hint in get_type_hints(schema, include_extras=True).items()
-    if get_origin(hint) is Annotated
-)
-# Fields whose mere presence means "the loop has begun": they start over absent (None).
-_ABSENT_AT_START = frozenset({"best_note", "queries", "candidate_note", "sub_question"})
 
 
-def question(state: dict[str, Any]) -> dict[str, Any]:
+def fresh_values(state_schema: type) -> dict[str, Any]:
+    """What each field of a method's state starts over as on a chat thread's next question,
+    read from the schema itself (so a new method's fields are covered without a list here):
+    a field with a reducer is overwritten with its type's empty value (an ``Overwrite``, which
+    reducers do not merge); a number or a flag restarts at 0 / False; every other field (a note,
+    the queries, a sub-question: values whose mere presence means "the loop has begun") is
+    cleared to None."""
+    fresh: dict[str, Any] = {}
+    for key, hint in get_type_hints(state_schema, include_extras=True).items():
+        if key in _INPUT_KEYS:
+            continue
+        if get_origin(hint) is Annotated:
+            base = get_origin(get_args(hint)[0]) or get_args(hint)[0]
+            fresh[key] = Overwrite(base() if base in (list, dict, int, float) else None)
+        elif hint in (int, float, bool):
+            fresh[key] = hint()
+        else:
+            fresh[key] = None
+    return fresh
+
+
+def question_step(state_schema: type) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The ``question`` step of a graph whose state is ``state_schema``."""
+    fresh = fresh_values(state_schema)
+
+    def question(state: dict[str, Any]) -> dict[str, Any]:
+        return ask(state, fresh)
+
+    question.__doc__ = ask.__doc__
+    return question
+
+
+def ask(state: dict[str, Any], fresh: Mapping[str, Any]) -> dict[str, Any]:
     """The run's question: ``question`` when the caller gave one, else the last human message
     of ``messages`` (a chat UI's input; text parts joined with newlines, surrounding whitespace
     dropped). Earlier turns are ignored: each run answers one self-contained question.
@@ -44,11 +68,7 @@ def question(state: dict[str, Any]) -> dict[str, Any]:
     text = _checked(given) if given is not None else _from_chat(messages)
     if not earlier:
         return {"question": text}
-    return {"question": text} | {
-        key: _cleared(key, value)
-        for key, value in state.items()
-        if key not in _INPUT_KEYS and key != "question"
-    }
+    return {"question": text} | {key: value for key, value in fresh.items() if key != "question"}
 
 
 def _checked(given: Any) -> str:
@@ -71,11 +91,3 @@ def _from_chat(messages: list[BaseMessage]) -> str:
     if not text:
         raise ConfigError("the last user message is empty")
     return text
-
-
-def _cleared(key: str, value: Any) -> Any:
-    if key in _ABSENT_AT_START or not isinstance(value, int | float | str | list | dict):
-        empty = None
-    else:
-        empty = type(value)()
-    return Overwrite(empty) if key in _ACCUMULATING else empty

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from noterag.nodes.parsing import parse_sub_question, parse_yes_no, until_done
-from noterag.nodes.step import Ask, Env, StepGen, emit
+from noterag.nodes.step import Ask, Env, StepGen
 from noterag.state import LocalPathway
 
 
@@ -49,7 +49,7 @@ def summarize(state: dict[str, Any], env: Env) -> StepGen:
     global_memory = [*state.get("global_memory", []), summary]
     local_memory = [*state.get("local_memory", []), *([local] if local else [])]
     step = state.get("steps", 0)
-    emit(
+    env.emit(
         {
             "type": "summaries",
             "step": step,
@@ -75,7 +75,7 @@ def judge(state: dict[str, Any], env: Env) -> StepGen:
     )
     verdict = parse_yes_no(reply)
     step, summaries = state["steps"] - 1, state["summaries"]
-    emit(
+    env.emit(
         {"type": "judgment", "step": step, "sufficient": verdict.accepted, "parsed": verdict.parsed}
     )
     update: dict[str, Any] = {
@@ -119,7 +119,7 @@ def plan(state: dict[str, Any], env: Env) -> StepGen:
     elif _key(sub_question) in {_key(q) for q in (question, *log)}:
         refused = f"the plan repeated an already retrieved sub-question: {sub_question!r}"
     step = state["steps"]
-    emit(
+    env.emit(
         {
             "type": "sub_question",
             "step": step,

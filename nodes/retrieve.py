@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import chain, zip_longest
 from typing import Any
 
-from noterag.nodes.step import Env, Search, StepGen, emit
+from noterag.nodes.step import Env, Search, StepGen
 from noterag.state import Passage
 
 
@@ -22,7 +22,7 @@ def retrieve(state: dict[str, Any], env: Env) -> StepGen:
         # A method without a passage cap (Amber) has no max_passages field: cap None.
         cap = env.profile.cap(getattr(env.ctx, "max_passages", None))
         found = env.profile.select_passages(found, set(state.get("seen", [])), cap, env.ctx.top_k)
-    emit(
+    env.emit(
         {
             "type": "passages",
             "step": state.get("steps", 0) + in_loop,

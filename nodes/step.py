@@ -4,7 +4,11 @@ A step is a generator function ``step(state, env)`` named after the paper's step
 ``Ask`` (one model call) or ``Search`` (one retrieval), or a list of them to run concurrently,
 receives the results, and returns the state update. ``node(step, deps)`` turns it into a graph
 node that runs the same code under ``invoke`` (threads for concurrent effects) and ``ainvoke``
-(``asyncio.gather``), so every step is written once and the async path is truly async.
+(``asyncio.gather``), so every step is written once and the async path is truly async (one
+event loop, no thread per call). ``env`` is the LangGraph runtime seen through the method: the
+run's context (``runtime.context``, defaults when None), its stream writer (``env.emit`` is
+``runtime.stream_writer``), the profile's strategies and the prompt set. docs/methods.md, "How
+a step is written", is the one page about this design.
 """
 
 from __future__ import annotations
@@ -14,17 +18,16 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import get_executor_for_config, run_in_executor
-from langgraph.config import get_stream_writer
 from langgraph.runtime import get_runtime
 
-from noterag.context import RunContext, resolve_context
+from noterag.context import resolve_context
 from noterag.nodes.parsing import count_fallbacks
-from noterag.profiles import Profile, get_profile
+from noterag.profiles import Profile
+from noterag.spec import Deps, override_prompts
 from noterag.state import Passage
 
 # Internal calls must not reach `stream_mode="messages"`: only the answer's tokens do.
@@ -34,13 +37,22 @@ NOSTREAM = "nostream"
 @dataclass(frozen=True)
 class Ask:
     """One model call for the paper step ``stage`` (also the model role it uses). The step
-    receives the reply's text; with ``stream=True`` (its tokens reach ``stream_mode="messages"``)
-    it receives the reply message itself, so that a message written to state can keep its id:
-    LangGraph's messages stream skips a node's output message whose id it has already streamed."""
+    receives the reply's text; with ``message=True`` the whole reply message (its
+    ``response_metadata``, e.g. token log-probabilities), and with ``stream=True`` (its tokens
+    reach ``stream_mode="messages"``) the message too, so that a message written to state can
+    keep its id: LangGraph's messages stream skips a node's output message whose id it has
+    already streamed. ``options`` are extra per-call model arguments (``{"logprobs": True}``,
+    ``{"stop": [...]}``), on top of the run's sampling settings."""
 
     stage: str
     prompt: str
     stream: bool = False
+    message: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def wants_message(self) -> bool:
+        return self.stream or self.message
 
 
 @dataclass(frozen=True)
@@ -55,38 +67,6 @@ Effect = Ask | Search
 StepGen = Generator[Effect | list[Effect], Any, dict[str, Any]]
 
 
-@dataclass
-class Deps:
-    """What a method's graph is built with: bound once, when the graph is built."""
-
-    method: str
-    models: Mapping[str, BaseChatModel]  # role -> model; "default" for every other role
-    retriever: BaseRetriever
-    prompts: Mapping[str, Any]  # profile name -> the method's prompt set
-    context_schema: type[RunContext]
-    # ranks by embeddings: the official profile formats such passages as the official codes do
-    dense: bool = False
-    stop_rule: Callable[[Mapping[str, Any], Any, Profile], str | None] | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
-    # stage -> model role where one role serves several stages (ReSP's reasoner: judge, plan);
-    # a stage not listed is its own role
-    stage_roles: Mapping[str, str] = field(default_factory=dict)
-
-    _quiet: dict[str, BaseChatModel] = field(default_factory=dict, repr=False)
-
-    def model_for(self, stage: str, *, stream: bool = False) -> BaseChatModel:
-        """The stage's model. Internal calls get a copy that never streams: under
-        ``stream_mode="messages"`` LangGraph would otherwise make every call stream, and the
-        streamed replies of many endpoints carry no token usage."""
-        role = self.stage_roles.get(stage, stage)
-        model = self.models.get(role) or self.models["default"]
-        if stream:
-            return model
-        if role not in self._quiet:
-            self._quiet[role] = model.model_copy(update={"disable_streaming": True})
-        return self._quiet[role]
-
-
 @dataclass(frozen=True)
 class Env:
     """What a step sees besides the state: this run's context and the method's parts."""
@@ -94,11 +74,18 @@ class Env:
     ctx: Any
     deps: Deps
     profile: Profile
+    # the runtime's stream writer (stream_mode="custom"); a no-op when nobody listens
+    writer: Callable[[Any], None] = lambda event: None
 
     @property
     def prompts(self) -> Any:
-        """The method's prompt set for this run's profile."""
-        return self.deps.prompts[self.profile.name]
+        """The method's prompt set for this run's profile, with the run's prompt overrides
+        (the context field ``prompts``)."""
+        return _with_overrides(self.deps.prompts[self.profile.name], self.ctx.prompts)
+
+    def emit(self, event: dict[str, Any]) -> None:
+        """Send one progress event to ``stream_mode="custom"``."""
+        self.writer(event)
 
     def sampling(self) -> dict[str, Any]:
         """Per-call sampling arguments: the profile's (official: the official code's 0.1 / 0.9 /
@@ -107,13 +94,17 @@ class Env:
         return {**self.profile.sampling, **self.ctx.sampling()}
 
 
-def emit(event: dict[str, Any]) -> None:
-    """Send one progress event to ``stream_mode="custom"`` (a no-op outside a graph run)."""
-    try:
-        writer = get_stream_writer()
-    except RuntimeError:
-        return
-    writer(event)
+_OVERRIDDEN: dict[tuple[int, tuple[tuple[str, str], ...]], Any] = {}
+
+
+def _with_overrides(prompt_set: Any, overrides: Mapping[str, str] | None) -> Any:
+    # cached per (set, overrides): a run's steps share one overridden set
+    if not overrides:
+        return prompt_set
+    key = (id(prompt_set), tuple(sorted(overrides.items())))
+    if key not in _OVERRIDDEN:
+        _OVERRIDDEN[key] = override_prompts(prompt_set, overrides)
+    return _OVERRIDDEN[key]
 
 
 def reply_text(message: BaseMessage, sep: str = "") -> str:
@@ -177,15 +168,9 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
     """A graph node running ``step`` with ``deps`` bound, under invoke and ainvoke alike."""
 
     def env_now(state: Mapping[str, Any]) -> Env:
-        ctx = resolve_context(deps.context_schema, get_runtime().context)
-        profile = get_profile(
-            ctx.profile,
-            deps.method,
-            task=state.get("task") or ctx.task,
-            dense=deps.dense,
-            official_code=getattr(ctx, "official_code", None),
-        )
-        return Env(ctx=ctx, deps=deps, profile=profile)
+        runtime = get_runtime()
+        ctx = resolve_context(deps.context_schema, runtime.context)
+        return Env(ctx=ctx, deps=deps, profile=deps.profile(ctx, state), writer=runtime.stream_writer)
 
     def run_sync(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         env, tally = env_now(state), _Tally()
@@ -195,10 +180,10 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
                 docs = deps.retriever.invoke(effect.query, k=effect.k)
                 return [to_passage(d) for d in docs[: effect.k]]
             message = deps.model_for(effect.stage, stream=effect.stream).invoke(
-                effect.prompt, config=_ask_config(effect), **env.sampling()
+                effect.prompt, config=_ask_config(effect), **env.sampling(), **effect.options
             )
             tally.add(message)
-            return message if effect.stream else reply_text(message)
+            return message if effect.wants_message else reply_text(message)
 
         def perform_all(effects: list[Effect]) -> list[Any]:
             if len(effects) <= 1:
@@ -219,10 +204,10 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
                 docs = await _asearch(deps.retriever, effect)
                 return [to_passage(d) for d in docs[: effect.k]]
             message = await deps.model_for(effect.stage, stream=effect.stream).ainvoke(
-                effect.prompt, config=_ask_config(effect), **env.sampling()
+                effect.prompt, config=_ask_config(effect), **env.sampling(), **effect.options
             )
             tally.add(message)
-            return message if effect.stream else reply_text(message)
+            return message if effect.wants_message else reply_text(message)
 
         result: Any = None
         with count_fallbacks() as tally.fallbacks:  # the step's parsers run inside gen.send

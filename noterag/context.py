@@ -48,6 +48,14 @@ class RunContext:
     max_tokens: int | None = _field(
         None, "Cap on tokens per model reply (None: the model's own; profile=official: 1280)."
     )
+    prompts: dict[str, str] | None = field(
+        default=None,
+        metadata={
+            "description": "Prompt overrides for this run: prompt name (e.g. refine_query, "
+            "answer.multihop) -> template text with the same {slots}; the verbatim prompt files "
+            "stay as they are."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -56,6 +64,11 @@ class RunContext:
             raise ConfigError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
         if self.profile not in PROFILES:
             raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}")
+        if self.prompts is not None and not (
+            isinstance(self.prompts, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in self.prompts.items())
+        ):
+            raise ConfigError("prompts must map prompt names to template texts (strings)")
 
     def sampling(self) -> dict[str, Any]:
         """Per-call model arguments the user set (unset ones keep the model's own)."""
@@ -222,6 +235,8 @@ def _convert(key: str, raw: str, hint: Any) -> Any:
     if type(None) in typing.get_args(hint) and raw.lower() in {"none", "null", ""}:
         return None
     target = options[0]
+    if typing.get_origin(target) is dict:
+        raise ConfigError(f"{key} is not a KEY=VALUE setting; use --prompt NAME=FILE")
     if typing.get_origin(target) is Literal:
         return raw
     if target is bool:

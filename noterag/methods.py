@@ -1,35 +1,97 @@
-"""The method registry and what every method's ``build`` needs: models, retriever, prompts."""
+"""The method registry: every method's declaration (``MethodSpec``), by name.
+
+The built-in methods' graph modules are imported on first use (importing one builds nothing);
+``register`` adds another method, e.g. from a test module or a user's package, and everything
+generic (``build_graph``, the CLI, eval rows, the trace page, chat resets) serves it at once.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
-import os
 import threading
-from collections.abc import Callable, Mapping
-from types import ModuleType
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from langchain_core.retrievers import BaseRetriever
-
 from noterag.errors import ConfigError
-from noterag.nodes.step import Deps
-from noterag.profiles import is_dense
+from noterag.spec import MethodSpec
 
-# method name -> module under noterag.graphs
-GRAPH_MODULES = {
-    "adaptive-note": "adaptive_note",
-    "deepnote": "deepnote",
-    "amber": "amber",
-    "resp": "resp",
-    "no-retrieval": "no_retrieval",
-    "vanilla": "vanilla",
-}
-METHODS = tuple(GRAPH_MODULES)
+# The built-in methods' graph modules (noterag.graphs.<module>), each with a SPEC, in the
+# order `noterag methods` lists them.
+BUILTIN = ("adaptive_note", "deepnote", "amber", "resp", "no_retrieval", "vanilla")
+
+
+class Registry(Mapping[str, MethodSpec]):
+    """Method name -> declaration. Iterating gives the names, so ``", ".join(METHODS)`` and
+    ``"deepnote" in METHODS`` read as before."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, MethodSpec] = {}
+        self._loaded = False
+        self._lock = threading.RLock()
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded:
+                return
+            builtin = {}
+            for module in BUILTIN:
+                spec = importlib.import_module(f"noterag.graphs.{module}").SPEC
+                builtin[spec.name] = spec
+            self._specs = builtin | self._specs
+            self._loaded = True
+
+    def __getitem__(self, name: str) -> MethodSpec:
+        self._load()
+        try:
+            return self._specs[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown method {name!r}; choose one of {', '.join(self._specs)}"
+            ) from None
+
+    def __iter__(self) -> Iterator[str]:
+        self._load()
+        return iter(list(self._specs))
+
+    def __len__(self) -> int:
+        self._load()
+        return len(self._specs)
+
+    def __contains__(self, name: object) -> bool:
+        self._load()
+        return name in self._specs
+
+    def register(self, spec: MethodSpec, *, replace: bool = False) -> MethodSpec:
+        """Add a method; a name already taken is refused unless ``replace``."""
+        self._load()
+        with self._lock:
+            if spec.name in self._specs and not replace:
+                raise ConfigError(f"a method named {spec.name!r} is already registered")
+            self._specs[spec.name] = spec
+        return spec
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._specs.pop(name, None)
+
+
+METHODS = Registry()
+
+
+def register(spec: MethodSpec, *, replace: bool = False) -> MethodSpec:
+    """Make ``spec`` a method of noterag (``noterag.METHODS``)."""
+    return METHODS.register(spec, replace=replace)
 
 
 def build_graph(
-    method: str, *, model: Any = None, retriever: Any = None, **role_models: Any
+    method: str,
+    *,
+    model: Any = None,
+    retriever: Any = None,
+    prompts: Mapping[str, Any] | None = None,
+    **role_models: Any,
 ) -> Any:
     """A compiled LangGraph graph running ``method``.
 
@@ -38,92 +100,13 @@ def build_graph(
     (NOTERAG_INDEX, else the bundled sample corpus). ``<role>_model=`` gives one role its own
     model, e.g. ``answer_model=`` for the note methods, ``filter_model=`` for Amber's chunk
     filter, ``reasoner_model=`` / ``summarizer_model=`` / ``generator_model=`` for ReSP (each
-    method module lists its ROLES).
+    method's ``SPEC.roles``). ``prompts`` replaces prompts by name for this graph, e.g.
+    ``{"refine_query": "... {query} ... {note} ... {query_log}"}`` or ``{"answer.multihop": ...}``,
+    leaving the verbatim files as they are.
     """
-    return graph_module(method).build(model=model, retriever=retriever, **role_models)
+    return METHODS[method].build(model=model, retriever=retriever, prompts=prompts, **role_models)
 
 
 def context_schema(method: str) -> type:
     """The method's context dataclass (its settings, their defaults and descriptions)."""
-    return graph_module(method).CONTEXT
-
-
-def graph_module(method: str) -> ModuleType:
-    try:
-        return importlib.import_module(f"noterag.graphs.{GRAPH_MODULES[method]}")
-    except KeyError:
-        raise ConfigError(
-            f"unknown method {method!r}; choose one of {', '.join(METHODS)}"
-        ) from None
-
-
-def method_deps(
-    method: str,
-    prompts: Mapping[str, Any],
-    context_schema: type,
-    roles: tuple[str, ...],
-    model: Any,
-    retriever: Any,
-    role_models: Mapping[str, Any],
-) -> Deps:
-    """Resolve a method's models (one per role, defaulting to ``model``) and retriever;
-    ``prompts`` maps each profile the method has to its prompt set."""
-    from noterag.models import load_chat_model
-
-    known = {f"{role}_model": role for role in roles}
-    unknown = sorted(set(role_models) - known.keys())
-    if unknown:
-        raise ConfigError(
-            f"{method} has no model role {', '.join(unknown)}; roles: {', '.join(sorted(known))}"
-        )
-    models = {"default": load_chat_model(model)}
-    models |= {known[k]: load_chat_model(v) for k, v in role_models.items() if v is not None}
-    retriever = resolve_retriever(retriever)
-    return Deps(
-        method=method,
-        models=models,
-        retriever=retriever,
-        prompts=prompts,
-        context_schema=context_schema,
-        dense=is_dense(retriever),
-    )
-
-
-def resolve_retriever(retriever: Any) -> Any:
-    if isinstance(retriever, BaseRetriever):
-        return retriever
-    from noterag.retrievers import load_retriever
-
-    if retriever is None:
-        index = os.environ.get("NOTERAG_INDEX")
-        if index:
-            return load_retriever(index)
-        from noterag.sample import sample_index
-
-        return load_retriever(f"bm25:{sample_index()}")
-    return load_retriever(retriever)
-
-
-def lazy_graph(build: Callable[[], Any], namespace: dict[str, Any]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` that builds the module's ``graph`` from the environment on first
-    use rather than at import (building may start the local model), and an async ``make_graph``
-    factory for langgraph.json: langgraph-api reads ``module.__dict__`` (so it never calls a
-    module ``__getattr__``) and calls factories on its event loop, where starting the local
-    model would block."""
-    lock = threading.Lock()
-
-    def __getattr__(name: str) -> Any:
-        if name != "graph":
-            raise AttributeError(name)
-        with lock:
-            if "graph" not in namespace:
-                namespace["graph"] = build()
-        return namespace["graph"]
-
-    async def make_graph() -> Any:
-        if "graph" in namespace:
-            return namespace["graph"]
-        return await asyncio.to_thread(__getattr__, "graph")
-
-    namespace["make_graph"] = make_graph
-    return __getattr__
+    return METHODS[method].context

@@ -221,17 +221,8 @@ def _official(code: str, task: str, dense: bool) -> Profile:
     )
 
 
-# Methods with an official code, and the code each one's official runs reproduce.
-_OFFICIAL_CODE = {
-    "adaptive-note": "adaptive-note",
-    "deepnote": "deepnote",
-    "vanilla": None,  # the run's official_code setting
-    "no-retrieval": None,
-}
-
-
 # Amber's paper profile differs only in how its one new question is read from the reply.
-_PAPER_FOR = {"amber": replace(PAPER, new_queries=amber_new_queries)}
+AMBER_PAPER = replace(PAPER, name="paper", new_queries=amber_new_queries)
 
 
 def is_dense(retriever: Any) -> bool:
@@ -250,20 +241,23 @@ def get_profile(
     name: str,
     method: str,
     *,
+    official_code: str | None = None,
+    paper: Profile = PAPER,
     task: str = "multihop",
     dense: bool = False,
-    official_code: str | None = None,
 ) -> Profile:
-    """The strategies of profile ``name`` for ``method``; under ``official`` the passage format
-    also depends on the run's task and whether the retriever is dense, and a baseline follows
-    the official code named by ``official_code`` ("adaptive-note" when None)."""
+    """The strategies of profile ``name`` for ``method``: ``paper`` (the method's own paper
+    profile, ``PAPER`` unless it declares another), or ``official``, which reproduces the
+    official code ``official_code`` ("adaptive-note" or "deepnote"; None: the method has none).
+    Under ``official`` the passage format also depends on the run's task and whether the
+    retriever is dense."""
     if name == "paper":
-        return _PAPER_FOR.get(method, PAPER)
+        return paper
     if name == "official":
-        if method not in _OFFICIAL_CODE:
+        if official_code is None:
             raise ConfigError(
-                f"profile 'official' exists for {', '.join(_OFFICIAL_CODE)} only, not {method}"
+                f"{method} has no official code to reproduce: profile 'official' is for the "
+                "methods whose authors published one (`noterag methods` lists each method's profiles)"
             )
-        code = _OFFICIAL_CODE[method] or official_code or "adaptive-note"
-        return _official(code, task, dense)
+        return _official(official_code, task, dense)
     raise ConfigError(f"profile must be 'paper' or 'official', not {name!r}")

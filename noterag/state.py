@@ -154,6 +154,8 @@ class BaselineOutput(CostFields, ChatFields, total=False):
     question: str
     answer: str
     passage_ids: Annotated[list[str], merge_unique]
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    stop_reason: str
 
 
 class BaselineState(BaselineOutput, total=False):

@@ -191,6 +191,3 @@ PAPER = AmberPrompts(
         "sufficiency decision (Section 3.4)",
     ),
 )
-
-# No official Amber code exists; get_profile refuses profile="official" for Amber.
-OFFICIAL = None

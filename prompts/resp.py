@@ -14,7 +14,7 @@ Its placeholders become slots: Overarching question -> ``{query}``, Sub-question
   known information is the documents (``{refs}``).
 ReSP publishes a generator prompt for multi-hop QA only (its benchmarks are HotpotQA and
 2WikiMultihopQA), so ``answer`` has ``multihop`` only. ReSP has no official code: there is no
-"official" profile for it, and ``OFFICIAL`` is the same set so the registry can load it.
+"official" profile for it.
 """
 
 from dataclasses import dataclass
@@ -89,6 +89,3 @@ PAPER = ReSPPrompts(
         ),
     },
 )
-
-# ReSP has no official code (see the module docstring).
-OFFICIAL = PAPER

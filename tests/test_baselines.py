@@ -151,7 +151,7 @@ def test_studio_schemas():
         )
 
 
-@pytest.mark.parametrize("module", [vanilla, no_retrieval], ids=lambda m: m.NAME)
+@pytest.mark.parametrize("module", [vanilla, no_retrieval], ids=lambda m: m.SPEC.name)
 def test_local_model_end_to_end(local_model: Any, module: Any):
     from noterag.retrievers import load_retriever
     from noterag.sample import sample_index, sample_questions

@@ -97,7 +97,7 @@ def test_note_loops_only_take_defined_transitions(
 ) -> None:
     model = MODELS[model_kind]()
     state, events = run(method, model, profile=profile, **SETTINGS)
-    strategies = get_profile(profile, method)
+    strategies = get_profile(profile, method, official_code=method)
 
     # The loop's grammar: an initial note, then refine (accumulate review)? per step, then answer.
     stages = " ".join(model.stages) + " "

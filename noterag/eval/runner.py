@@ -102,7 +102,8 @@ def run_eval(
     from noterag import models
     from noterag.context import resolve_context
     from noterag.eval.datasets import load_dataset
-    from noterag.methods import context_schema, resolve_retriever
+    from noterag.methods import context_schema
+    from noterag.spec import resolve_retriever
 
     context = dict(context or {})
     if fair_topk_from is not None:

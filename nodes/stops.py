@@ -1,0 +1,97 @@
+"""When each method stops: its stop rule, and the routing step that applies it.
+
+A stop rule reads the loop's counters and says why the loop stops now, or None. ``stop_check``
+turns a rule into the graph step that both decides and records why (LangGraph's ``Command``):
+it goes on to the method's next step, or to ``answer`` with ``stop_reason`` set. The rule is
+evaluated once, where the algorithm box puts the test; ``answer`` knows nothing about stopping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from noterag.context import resolve_context
+from noterag.profiles import Profile
+from noterag.spec import Deps
+
+StopRule = Callable[[Mapping[str, Any], Any, Profile], str | None]
+
+
+def threshold_stop(state: Mapping[str, Any], ctx: Any, profile: Profile) -> str | None:
+    """Adaptive-Note's Eq. 8, Stop = 1{IU >= T_IU or CI >= T_CI or RP >= T_RP}, and DeepNote's
+    rule (max failure, max step; §3.3) are the same test: failed steps, steps, distinct passages
+    (the cap: the profile decides >= or >, as the official DeepNote code uses >; DeepNote's paper
+    profile has none unless set). The official loop tests failures after a step only: there,
+    max_failures=0 still runs one step."""
+    failures, steps, seen = state.get("failures", 0), state.get("steps", 0), len(state.get("seen", []))
+    if failures >= ctx.max_failures and (steps > 0 or profile.failures_checked_at_init):
+        return f"{failures} failed step(s) (max_failures = {ctx.max_failures})"
+    if steps >= ctx.max_steps:
+        return f"{steps} step(s) (max_steps = {ctx.max_steps})"
+    cap = profile.cap(ctx.max_passages)
+    if cap is not None and profile.cap_reached(seen, cap):
+        return f"{seen} distinct passages (max_passages = {cap})"
+    return None
+
+
+def iterations_spent(state: Mapping[str, Any], ctx: Any) -> bool:
+    """Amber: whether the iteration that just ended was the last one allowed (t + 1 >= max_steps)."""
+    return state.get("steps", 0) + 1 >= ctx.max_steps
+
+
+def amber_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """Amber's adaptive information collector: the memory is sufficient, or max_steps
+    iterations ran."""
+    iterations = state.get("steps", 0) + 1
+    if state.get("sufficient"):
+        return f"the memory was judged sufficient after {iterations} iteration(s)"
+    if iterations_spent(state, ctx):
+        return f"{iterations} iteration(s) (max_steps = {ctx.max_steps})"
+    return None
+
+
+def resp_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """ReSP, after the reasoner's judge (Algorithm 1): the memory suffices, or M iterations ran."""
+    if state.get("sufficient"):
+        return "the reasoner judged the memory sufficient"
+    if state.get("steps", 0) >= ctx.max_steps:
+        return f"{state['steps']} iteration(s) (max_steps = {ctx.max_steps})"
+    return None
+
+
+def resp_stalled(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """ReSP, after the plan: a plan that names nothing new to retrieve ends the loop (ours: the
+    paper leaves it open; re-asking the same prompt would mostly repeat the same reply)."""
+    return state.get("stalled") or None
+
+
+def single_pass(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str:
+    """The baselines answer after one pass, always."""
+    return "single pass (the baseline has no loop)"
+
+
+def stop_check(
+    rule: StopRule,
+    deps: Deps,
+    *,
+    go_on: str,
+    stop: str = "answer",
+    record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
+) -> Callable[..., Command]:
+    """The graph step that applies ``rule``: on to ``go_on``, or to ``stop`` with the reason
+    recorded in ``stop_reason`` (and ``record(state)``'s update, e.g. a baseline's one trace
+    entry). Wire it with ``destinations=(go_on, stop)``."""
+
+    def decide(state: Mapping[str, Any], runtime: Runtime) -> Command:
+        ctx = resolve_context(deps.context_schema, runtime.context)
+        why = rule(state, ctx, deps.profile(ctx, state))
+        if why:
+            return Command(goto=stop, update={"stop_reason": why} | (record(state) if record else {}))
+        return Command(goto=go_on)
+
+    decide.__name__ = decide.__qualname__ = "stop_check"
+    return decide
