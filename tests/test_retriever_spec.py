@@ -13,6 +13,13 @@ from noterag.retrievers import INDEX_KINDS, RETRIEVER_SCHEMES, load_retriever
 from noterag.retrievers.spec import RetrieverSpec, normalize_spec, parse_spec
 
 
+@pytest.fixture
+def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh working directory, for specs written relative to it."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
 def fake_index(directory: Path, kind: str) -> Path:
     """A directory whose manifest declares ``kind`` (the parser reads nothing else)."""
     directory.mkdir(parents=True)
@@ -20,14 +27,11 @@ def fake_index(directory: Path, kind: str) -> Path:
     return directory
 
 
-def test_a_scheme_spec_gets_an_absolute_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.chdir(tmp_path)
+def test_a_scheme_spec_gets_an_absolute_directory(cwd: Path) -> None:
     assert parse_spec("bm25:idx") == RetrieverSpec("bm25", "idx")
-    assert normalize_spec("bm25:idx") == f"bm25:{tmp_path / 'idx'}"
-    assert normalize_spec("dense:sub/../d") == f"dense:{tmp_path / 'd'}"
-    assert (
-        normalize_spec(f"bm25:{tmp_path}/x:y") == f"bm25:{tmp_path}/x:y"
-    )  # colons after the first
+    assert normalize_spec("bm25:idx") == f"bm25:{cwd / 'idx'}"
+    assert normalize_spec("dense:sub/../d") == f"dense:{cwd / 'd'}"
+    assert normalize_spec(f"bm25:{cwd}/x:y") == f"bm25:{cwd}/x:y"  # colons after the first
 
 
 def test_schemes_are_case_insensitive_and_whitespace_is_dropped(tmp_path: Path) -> None:
@@ -42,41 +46,34 @@ def test_a_tilde_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert normalize_spec("~/idx") == f"bm25:{tmp_path / 'idx'}"
 
 
-def test_a_bare_directory_takes_the_scheme_of_its_manifest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    fake_index(tmp_path / "b", "bm25")
-    fake_index(tmp_path / "d", "dense")
-    assert normalize_spec("b") == f"bm25:{tmp_path / 'b'}"
-    assert normalize_spec("./d/") == f"dense:{tmp_path / 'd'}"
+def test_a_bare_directory_takes_the_scheme_of_its_manifest(cwd: Path) -> None:
+    fake_index(cwd / "b", "bm25")
+    fake_index(cwd / "d", "dense")
+    assert normalize_spec("b") == f"bm25:{cwd / 'b'}"
+    assert normalize_spec("./d/") == f"dense:{cwd / 'd'}"
     # No manifest, an unknown kind or a file: the BM25 loader is the one to explain.
-    (tmp_path / "photos").mkdir()
-    fake_index(tmp_path / "odd", "faiss")
-    (tmp_path / "notes.txt").write_text("hello")
+    (cwd / "photos").mkdir()
+    fake_index(cwd / "odd", "faiss")
+    (cwd / "notes.txt").write_text("hello")
     for name in ("photos", "odd", "notes.txt"):
         assert parse_spec(name) == RetrieverSpec("bm25", name)
 
 
-def test_a_path_with_a_colon_stays_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+def test_a_path_with_a_colon_stays_a_path(cwd: Path) -> None:
     # Not there: the prefix ("./a", "/…/a") is not a scheme's shape, so it is a missing index.
-    for missing in ("./a:b", f"{tmp_path}/a:b", "1st:idx", "_x:idx"):
+    for missing in ("./a:b", f"{cwd}/a:b", "1st:idx", "_x:idx"):
         with pytest.raises(IndexNotFoundError, match="no index at"):
             parse_spec(missing)
     # There: an existing path wins over an unknown scheme of the right shape.
-    fake_index(tmp_path / "idx:v2", "bm25")
-    assert normalize_spec("idx:v2") == f"bm25:{tmp_path / 'idx:v2'}"
-    assert normalize_spec("./idx:v2") == f"bm25:{tmp_path / 'idx:v2'}"
+    fake_index(cwd / "idx:v2", "bm25")
+    assert normalize_spec("idx:v2") == f"bm25:{cwd / 'idx:v2'}"
+    assert normalize_spec("./idx:v2") == f"bm25:{cwd / 'idx:v2'}"
 
 
-def test_a_registered_scheme_wins_over_a_file_of_that_name(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    fake_index(tmp_path / "bm25:x", "dense")
+def test_a_registered_scheme_wins_over_a_file_of_that_name(cwd: Path) -> None:
+    fake_index(cwd / "bm25:x", "dense")
     assert parse_spec("bm25:x") == RetrieverSpec("bm25", "x")
-    assert normalize_spec("./bm25:x") == f"dense:{tmp_path / 'bm25:x'}"  # the way to name it
+    assert normalize_spec("./bm25:x") == f"dense:{cwd / 'bm25:x'}"  # the way to name it
 
 
 def test_unknown_schemes_and_empty_specs_are_one_clear_error() -> None:
@@ -99,17 +96,11 @@ def test_a_missing_bare_path_names_an_unfinished_build(tmp_path: Path) -> None:
         parse_spec(str(tmp_path / "idx"))
 
 
-def test_hybrid_parts_are_normalized_one_by_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    fake_index(tmp_path / "d", "dense")
-    assert (
-        normalize_spec("hybrid: bm25:b , d")
-        == f"hybrid:bm25:{tmp_path / 'b'},dense:{tmp_path / 'd'}"
-    )
+def test_hybrid_parts_are_normalized_one_by_one(cwd: Path) -> None:
+    fake_index(cwd / "d", "dense")
+    assert normalize_spec("hybrid: bm25:b , d") == f"hybrid:bm25:{cwd / 'b'},dense:{cwd / 'd'}"
     url = "es:http://localhost:9200/hotpotqa"
-    assert normalize_spec(f"hybrid:{url},d") == f"hybrid:{url},dense:{tmp_path / 'd'}"
+    assert normalize_spec(f"hybrid:{url},d") == f"hybrid:{url},dense:{cwd / 'd'}"
     for bad in ("hybrid:d", "hybrid:d,,d", "hybrid:d,"):
         with pytest.raises(ConfigError, match="two or more"):
             normalize_spec(bad)
