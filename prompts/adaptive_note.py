@@ -16,7 +16,7 @@ official set DeepNote's official ``gen_answer_strategyqa`` file (same authors).
 """
 
 from noterag.prompts.deepnote import PAPER as _DEEPNOTE
-from noterag.prompts.template import NotePrompts, Prompt, official_prompt
+from noterag.prompts.template import NotePrompts, Prompt, borrow, official_prompt
 
 _PAPER = "Adaptive-Note paper, Appendix B"
 _CODE = "thunlp/Adaptive-Note"
@@ -121,7 +121,7 @@ PAPER = NotePrompts(
             f"{_PAPER}, Table A4: CRUD in English translation version",
         ),
         # Adaptive-Note publishes no StrategyQA prompt; its follow-up DeepNote (same authors) does.
-        "strategyqa": _DEEPNOTE.answer["strategyqa"],
+        "strategyqa": borrow(_DEEPNOTE.answer["strategyqa"], "Adaptive-Note prints none"),
     },
 )
 
@@ -139,6 +139,9 @@ OFFICIAL = NotePrompts(
         # English translation (Table A4) under both profiles.
         "crud": PAPER.answer["crud"],
         # No StrategyQA file in this repository: the same authors' DeepNote code has one.
-        "strategyqa": official_prompt("thunlp/DeepNote", "gen_answer_strategyqa", "answer_strategyqa"),
+        "strategyqa": borrow(
+            official_prompt("thunlp/DeepNote", "gen_answer_strategyqa", "answer_strategyqa"),
+            "thunlp/Adaptive-Note has no StrategyQA file",
+        ),
     },
 )

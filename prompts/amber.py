@@ -25,10 +25,10 @@ The chunk-level filter prompt keeps the paper's slot names ``{External_Knowledge
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from noterag.prompts import adaptive_note
-from noterag.prompts.template import NotePrompts, Prompt
+from noterag.prompts.template import NotePrompts, Prompt, borrow
 
 _PAPER = "Amber paper, Appendix D"
 _AN = adaptive_note.PAPER
@@ -49,8 +49,10 @@ class AmberPrompts(NotePrompts):
 
 PAPER = AmberPrompts(
     # The same words as Adaptive-Note's note-initialization prompt.
-    init_note=replace(
-        _AN.init_note, source=f"{_PAPER}, Table 5: Prompt of the Memory Initialization Stage"
+    init_note=borrow(
+        _AN.init_note,
+        "the same words",
+        source=f"{_PAPER}, Table 5: Prompt of the Memory Initialization Stage",
     ),
     refine_query=Prompt(
         "refine_query",
@@ -67,11 +69,7 @@ PAPER = AmberPrompts(
         'starting with "### New Question".',
         f"{_PAPER}, Table 5: Prompt of the Iterative query rewritten Stage",
     ),
-    accumulate=replace(
-        _AN.accumulate,
-        source="Adaptive-Note paper, Appendix B, Table A3: Prompt of the Note Updating Stage "
-        "(Amber prints none; see the module docstring)",
-    ),
+    accumulate=borrow(_AN.accumulate, "Amber prints none; see the module docstring"),
     review=Prompt(
         "review",
         "Task: Please help me determine which note is better based on the following evaluation "
@@ -92,7 +90,11 @@ PAPER = AmberPrompts(
         "result directly.",
         f"{_PAPER}, Table 6: Prompt of the memory updating (straight quotes)",
     ),
-    answer=dict(_AN.answer),
+    # Amber prints no answer prompts (see the module docstring)
+    answer={
+        task: borrow(prompt, "Amber prints none: Adaptive-Note's")
+        for task, prompt in _AN.answer.items()
+    },
     chunk_filter=Prompt(
         "chunk_filter",
         "You are an advanced AI model specialized in understanding the Natural Language Inference "

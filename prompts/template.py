@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Literal
@@ -37,6 +37,8 @@ class Prompt:
     # "slots": fill the declared {name} slots, every other brace literal (the papers' texts);
     # "format": the text is a str.format template, rendered as the official code renders it
     style: Literal["slots", "format"] = "slots"
+    # another method's prompt this one borrows (its source): editing that one changes this one
+    borrowed_from: str | None = None
 
     def __post_init__(self) -> None:
         if self.style == "format":
@@ -56,6 +58,13 @@ class Prompt:
         return _SLOT.sub(
             lambda m: values[m.group(1)] if m.group(1) in self.slots else m.group(0), self.text
         )
+
+
+def borrow(prompt: Prompt, why: str, *, source: str | None = None) -> Prompt:
+    """A method's own copy of another method's prompt, marked as borrowed (``borrowed_from``,
+    and ``why`` in its source), so that a shared text is never an accident: every prompt set
+    holds its own objects, and the borrowed ones say whose they are."""
+    return replace(prompt, source=source or f"{prompt.source} ({why})", borrowed_from=prompt.source)
 
 
 @dataclass(frozen=True)

@@ -372,7 +372,11 @@ def test_borrowed_and_own_prompts_say_where_they_come_from():
     prompts = amber_prompts.PAPER
     assert prompts.accumulate.text == adaptive_note.PAPER.accumulate.text
     assert "Adaptive-Note" in prompts.accumulate.source
-    assert prompts.answer == adaptive_note.PAPER.answer
+    # the same texts, marked as borrowed (own objects: no accidental sharing)
+    for task, prompt in prompts.answer.items():
+        assert prompt.text == adaptive_note.PAPER.answer[task].text
+        assert prompt.borrowed_from == adaptive_note.PAPER.answer[task].source
+    assert prompts.accumulate.borrowed_from and prompts.init_note.borrowed_from
     assert "ours" in prompts.sufficiency.source
     assert words(prompts.sufficiency.text) not in paper("amber.txt")
     assert '{"status": "True"}' in prompts.review.text and "“" not in prompts.review.text

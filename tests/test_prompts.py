@@ -62,3 +62,24 @@ def test_slots_are_filled_once_and_literal_json_survives():
 def test_every_method_answers_every_task():
     assert set(adaptive_note.PAPER.answer) == {"multihop", "asqa", "strategyqa", "crud"}
     assert set(deepnote.PAPER.answer) == {"multihop", "asqa", "strategyqa"}
+
+
+def test_no_method_shares_a_prompt_object_with_another_unmarked():
+    """Editing one method's prompt must not silently change another's: a prompt one method takes
+    from another is its own copy, marked ``borrowed_from`` (noterag.prompts.template.borrow)."""
+    import noterag
+    from noterag.prompts.template import AnswerPrompts
+
+    def prompts_of(prompt_set: AnswerPrompts) -> list[Prompt]:
+        stages = [getattr(prompt_set, f) for f in vars(prompt_set) if f != "answer"]
+        return [p for p in stages if isinstance(p, Prompt)] + list(prompt_set.answer.values())
+
+    owner: dict[int, str] = {}
+    for name, spec in noterag.METHODS.items():
+        for prompt_set in {id(s): s for s in spec.prompts.values()}.values():
+            for prompt in prompts_of(prompt_set):
+                assert owner.setdefault(id(prompt), name) == name, (prompt.name, name, owner[id(prompt)])
+    # the known borrowings say so
+    amber = noterag.METHODS["amber"].prompts["paper"]
+    assert all(p.borrowed_from for p in (amber.init_note, amber.accumulate, *amber.answer.values()))
+    assert noterag.METHODS["adaptive-note"].prompts["paper"].answer["strategyqa"].borrowed_from

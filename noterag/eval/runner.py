@@ -56,6 +56,7 @@ from noterag.eval.report import (
     scan_results,
     summarize,
 )
+from noterag.methods import METHODS
 from noterag.models.errors import fatal_error, one_line_error
 from noterag.retrievers.spec import normalize_spec
 
@@ -390,8 +391,10 @@ def result_row(
     latency: float,
     started_at: float,
 ) -> dict[str, Any]:
-    """One line of results.jsonl. A failed question's state is lost: its answer, note, trace,
-    costs and fallbacks are null; its retries are known (``state["retries"]``)."""
+    """One line of results.jsonl: the fields every method has, and the output fields the
+    method's declaration keeps (``MethodSpec.result_fields``). A failed question's state is
+    lost: its answer, note, trace, costs and fallbacks are null; its retries are known
+    (``state["retries"]``)."""
     failed = error is not None
     passage_ids = list(state.get("passage_ids") or [])
     return {
@@ -402,8 +405,9 @@ def result_row(
         "dataset": example.dataset,
         "answer": state.get("answer"),
         "metrics": metrics,
-        "best_note": state.get("best_note"),  # note methods, Amber (its best memory)
-        "memory": state.get("memory"),  # ReSP (what its generator read)
+        # what the method declares worth keeping: the best note (note methods, Amber's best
+        # memory), ReSP's memory (what its generator read), ...
+        **{key: state.get(key) for key in METHODS[config["method"]].result_fields},
         "stop_reason": state.get("stop_reason"),
         "steps": state.get("steps"),
         "queries": state.get("query_log"),
