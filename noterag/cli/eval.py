@@ -1,0 +1,185 @@
+"""``noterag eval`` (a method over a dataset, resumable) and ``noterag compare`` (runs side by
+side: a table and a quality-versus-cost plot)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import click
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from noterag.cli.errors import user_errors
+from noterag.cli.local import guard_of
+from noterag.cli.options import (
+    FormatOption,
+    IndexOption,
+    MaxRetriesOption,
+    Method,
+    TimeoutOption,
+    model_settings,
+    parse_context,
+    retriever_spec,
+)
+from noterag.cli.render import stderr_console
+from noterag.methods import METHODS
+
+
+class PlotX(str, Enum):
+    calls = "calls"
+    tokens = "tokens"
+
+
+def eval_command(
+    ctx: typer.Context,
+    method: Annotated[
+        Method,
+        typer.Option(
+            "--method",
+            "-m",
+            help="The method to run: " + ", ".join(METHODS) + ".",
+            show_default=False,
+        ),
+    ],
+    dataset: Annotated[
+        Path,
+        typer.Option(
+            "--dataset",
+            "-d",
+            help="Questions with gold answers: our JSONL, HotpotQA, 2WikiMultihopQA, MuSiQue, "
+            "IRCoT, StrategyQA, ASQA or FlashRAG files (the format is detected).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Run directory: run.json, results.jsonl (one line per question), summary.json. "
+            "Running the same command again resumes it.",
+            show_default=False,
+        ),
+    ],
+    index: IndexOption = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", "-n", min=1, help="Only the first N questions.", show_default=False
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency",
+            "-j",
+            min=1,
+            help="Questions run at the same time (a local llama.cpp server answers one request "
+            "at a time: 1 or 2 there).",
+        ),
+    ] = 4,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Chat model: 'local', 'openai:NAME' or 'openai:NAME@URL' (as for `ask`). "
+            "Default: $NOTERAG_MODEL, else local.",
+            show_default=False,
+        ),
+    ] = None,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
+    extra: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--context",
+            "-c",
+            help="A setting of the method as KEY=VALUE (repeatable), e.g. -c max_steps=2 "
+            "-c max_tokens=64. `noterag methods` lists each method's settings.",
+            show_default=False,
+        ),
+    ] = None,
+    fair_topk_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--fair-topk-from",
+            help="vanilla only: set top_k to the mean number of distinct passages per question "
+            "of that run directory (the papers' fair top-k baseline).",
+            show_default=False,
+        ),
+    ] = None,
+    dataset_format: FormatOption = None,
+    retry_errors: Annotated[
+        bool,
+        typer.Option("--retry-errors", help="On resume, run the questions that failed again."),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Start the run directory over, discarding its results."),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress on stderr, only errors.")
+    ] = False,
+) -> None:
+    """Evaluate a method on a dataset: answers, metrics and costs per question, then a summary."""
+    console = stderr_console(quiet)
+    guard = guard_of(ctx)
+    with user_errors(guard):
+        context = parse_context(method.value, {}, extra or [])
+        spec = retriever_spec(index, console)
+        from noterag.eval.report import print_summary
+        from noterag.eval.runner import run_eval
+
+        with guard.owned(), guard.leave_at_once_on_interrupt():
+            summary = run_eval(
+                method.value,
+                dataset,
+                out,
+                index=spec,
+                model=model,
+                context=context,
+                limit=limit,
+                concurrency=concurrency,
+                fair_topk_from=fair_topk_from,
+                progress=not quiet,
+                format=dataset_format,
+                force=force,
+                retry_errors=retry_errors,
+                console=console,
+                settings=model_settings(timeout, max_retries),
+            )
+        print_summary(summary, Console(highlight=False))
+        console.print(Text(f"results in {out}", style="dim"))
+
+
+def compare_command(
+    ctx: typer.Context,
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(help="Run directories written by `noterag eval`.", show_default=False),
+    ],
+    plot_path: Annotated[
+        Path,
+        typer.Option("--plot", help="Where to write the quality-versus-cost PNG."),
+    ] = Path("compare.png"),
+    no_plot: Annotated[bool, typer.Option("--no-plot", help="Only print the table.")] = False,
+    x: Annotated[
+        PlotX,
+        typer.Option("--x", help="The plot's x axis: LLM calls or tokens per question."),
+    ] = PlotX.calls,
+) -> None:
+    """Compare runs: a markdown table (metrics, LLM calls, tokens, passages, latency) and a plot.
+
+    One row per run directory; the PNG plots EM and F1 against LLM calls (or tokens) per
+    question."""
+    console = stderr_console()
+    with user_errors(guard_of(ctx)):
+        from noterag.eval.report import compare, plot
+
+        click.echo(compare(run_dirs), nl=False)
+        if not no_plot:
+            written = plot(run_dirs, plot_path, x="llm_calls" if x is PlotX.calls else "tokens")
+            console.print(Text(f"plot written to {written}", style="dim"))

