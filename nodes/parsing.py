@@ -39,7 +39,9 @@ def count_fallbacks() -> Iterator[Counter[str]]:
         _FALLBACKS.reset(token)
 
 
-def _fell_back(kind: str) -> None:
+def fell_back(kind: str) -> None:
+    """Record that a parser took its fallback for a reply of this kind (a method's own parsers
+    call it too; say in the method's docstring what each kind's fallback is)."""
     counts = _FALLBACKS.get()
     if counts is not None:
         counts[kind] += 1
@@ -67,7 +69,7 @@ def parse_questions(reply: str) -> list[str]:
     lines = [line.strip() for line in reply.splitlines() if line.strip()]
     items = [m.group("text") for line in lines if (m := _ITEM.match(line))]
     if not items:
-        _fell_back("questions")
+        fell_back("questions")
         items = [line for line in lines if line.endswith("?")]
     if not items and reply.strip():
         items = [" ".join(lines)]
@@ -102,7 +104,7 @@ def parse_status(reply: str) -> Verdict:
     a bare true/false; a reply without a status is an unparsed False."""
     match = _STATUS.search(reply)
     if match is None:
-        _fell_back("status")
+        fell_back("status")
         return Verdict(accepted=False, parsed=False)
     return Verdict(accepted=match.group("value").lower() == "true", parsed=True)
 
@@ -121,7 +123,7 @@ def official_status(reply: str, *, cut_braces: bool) -> Verdict:
         status = json.loads(text)["status"]
         return Verdict(accepted=str(status).lower() == "true", parsed=True)
     except Exception:  # noqa: BLE001 -- the official code falls back on every failure, so do we
-        _fell_back("status")
+        fell_back("status")
         return Verdict(accepted="true" in reply.lower(), parsed=False)
 
 
@@ -139,7 +141,7 @@ def parse_yes_no(reply: str) -> Verdict:
     found = {w for w in words if w in ("yes", "no")}
     if len(found) == 1:
         return Verdict(accepted=found == {"yes"}, parsed=True)
-    _fell_back("yes_no")
+    fell_back("yes_no")
     return Verdict(accepted=False, parsed=False)
 
 
@@ -156,7 +158,7 @@ def parse_sub_question(reply: str) -> str:
     """The one question a planning reply asks: its first non-empty line without labels
     ("Sub-question: ..."), list markers, markdown emphasis or quotes; "" when there is none."""
     if not (question := _first_question(reply)):
-        _fell_back("sub_question")
+        fell_back("sub_question")
     return question
 
 
@@ -179,7 +181,7 @@ def until_done(reply: str) -> str:
     "Passage:"/"Response:" prefix the prompt forbids (small models write both anyway)."""
     parts = _DONE.split(reply, maxsplit=1)
     if len(parts) == 1:
-        _fell_back("done_marker")
+        fell_back("done_marker")
     return _PREFIX.sub("", parts[0]).strip()
 
 
@@ -199,7 +201,7 @@ def parse_nli(reply: str) -> Verdict:
     found = {w for w in _WORD.findall(reply.lower()) if w in ("useful", "useless")}
     if len(found) == 1:
         return Verdict(accepted=found == {"useful"}, parsed=True)
-    _fell_back("nli")
+    fell_back("nli")
     return Verdict(accepted=False, parsed=False)
 
 
@@ -215,7 +217,7 @@ def parse_new_question(reply: str) -> str:
     headings = list(_NEW_QUESTION.finditer(reply))
     if headings and (question := _first_question(reply[headings[-1].end() :])):
         return question
-    _fell_back("new_question")
+    fell_back("new_question")
     for line in reversed(reply.splitlines()):
         if question := _first_question(_NEW_QUESTION.sub("", line)):
             return question

@@ -8,6 +8,7 @@ generic (``build_graph``, the CLI, eval rows, the trace page, chat resets) serve
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -15,9 +16,19 @@ from typing import Any
 from noterag.errors import ConfigError
 from noterag.spec import MethodSpec
 
-# The built-in methods' graph modules (noterag.graphs.<module>), each with a SPEC, in the
-# order `noterag methods` lists them.
-BUILTIN = ("adaptive_note", "deepnote", "amber", "resp", "no_retrieval", "vanilla")
+# The four note methods first, in the order `noterag methods` lists them; then every other
+# module of noterag.graphs that declares a SPEC (the baselines), by name. A new built-in method
+# is its graph module: nothing here lists it.
+FIRST = ("adaptive_note", "deepnote", "amber", "resp")
+
+
+def builtin_modules() -> list[str]:
+    """The modules of noterag.graphs that declare a method (a module-level ``SPEC``)."""
+    import noterag.graphs
+
+    names = sorted(m.name for m in pkgutil.iter_modules(noterag.graphs.__path__))
+    ordered = [n for n in FIRST if n in names] + [n for n in names if n not in FIRST]
+    return [n for n in ordered if hasattr(importlib.import_module(f"noterag.graphs.{n}"), "SPEC")]
 
 
 class Registry(Mapping[str, MethodSpec]):
@@ -36,7 +47,7 @@ class Registry(Mapping[str, MethodSpec]):
             if self._loaded:
                 return
             builtin = {}
-            for module in BUILTIN:
+            for module in builtin_modules():
                 spec = importlib.import_module(f"noterag.graphs.{module}").SPEC
                 builtin[spec.name] = spec
             self._specs = builtin | self._specs
