@@ -293,6 +293,18 @@ GOOD = {"id": "q1", "question": "Who?", "answers": ["Ilk"]}
          r'line 1: "answers_objects" holds no answer'),
         ([{"title": "Ilk", "text": "A corpus line, not a question."}],
          r"line 1: cannot tell the dataset format from its keys \(text, title\)"),
+        # nested fields are named by their path, items by their 1-based number
+        ([{"question_id": "x", "question_text": "Q?", "answers_objects": [{"spans": ["a", " "]}]}],
+         r'line 1: "answers_objects\[1\]\.spans" item 2 is empty$'),
+        ([{"question_id": "x", "question_text": "Q?", "answers_objects": ["a"]}],
+         r'line 1: "answers_objects" item 1 must be an object, got string$'),
+        ([{"question": "Q?", "qa_pairs": [{"short_answers": ["a"]}]},
+          {"question": "Q2?", "qa_pairs": "a"}],
+         r'line 2: "qa_pairs" must be a list, got string$'),
+        ([{"id": "a", "question": "Who?", "answers": [["Ilk"], []], "task": "asqa"}],
+         r'line 1: "answers" item 2 is empty$'),
+        ([{"_id": "h", "question": 7, "answer": "x", "supporting_facts": []}],
+         r'line 1: "question" must be a string, got int$'),
     ],
 )  # fmt: skip
 def test_malformed_jsonl_names_the_line(tmp_path: Path, lines: list[Any], message: str) -> None:
@@ -303,6 +315,20 @@ def test_malformed_jsonl_names_the_line(tmp_path: Path, lines: list[Any], messag
     )
     with pytest.raises(DatasetError, match=message):
         load_dataset(path)
+
+
+def test_null_is_absent_and_stray_titles_are_ignored(tmp_path: Path) -> None:
+    records = [
+        {"id": None, "question": "Q?", "golden_answers": ["a"], "extra": {"kept": "out"}},
+        {"id": "q2", "question": "Who?", "answers": ["Ilk"], "supporting_titles": 5},
+        {"id": "q3", "question": "Who?", "answers": "Ilk", "supporting_titles": "Ilk"},
+    ]
+    first, second, third = (
+        load_dataset(write_jsonl(tmp_path / f"set{n}.jsonl", [r])) for n, r in enumerate(records)
+    )
+    assert first == [Example("set0-1", "Q?", ["a"], "multihop", "set0")]
+    assert second[0].supporting_titles == ()
+    assert (third[0].golds, third[0].supporting_titles) == (["Ilk"], ("Ilk",))
 
 
 def test_malformed_json_array_names_the_item_or_line(tmp_path: Path) -> None:
@@ -474,6 +500,25 @@ def test_pool_failure_leaves_an_existing_corpus_untouched(tmp_path: Path) -> Non
 
     assert out.read_text() == "previous corpus\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "hotpot.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"id": "m", "question": "Q?", "answer": "a",
+          "paragraphs": [{"title": "T", "paragraph_text": "p"}, {"title": "U"}]},
+         r'line 1: "paragraphs" item 2 has no "paragraph_text"$'),
+        ({"question": "Q?", "qa_pairs": [{"short_answers": ["a"]}], "docs": [{"text": 3}]},
+         r'line 1: "docs\[1\]\.text" must be a string, got int$'),
+        ({"_id": "h", "question": "Q?", "answer": "x", "context": "T: s"},
+         r'line 1: "context" must be a list, got string$'),
+    ],
+)  # fmt: skip
+def test_pool_malformed_paragraphs_name_the_field(
+    tmp_path: Path, record: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(DatasetError, match=message):
+        pool_corpus(write_jsonl(tmp_path / "set.jsonl", [record]), tmp_path / "corpus.jsonl")
 
 
 def test_pool_context_free_records_only_is_an_error(tmp_path: Path) -> None:
