@@ -23,7 +23,7 @@ SPEC = MethodSpec(
     roles=("answer",),
     prompts={"paper": baselines.NO_RETRIEVAL, "official": baselines.NO_RETRIEVAL},
     wire=wiring(()),
-    trace_view="single",
+    trace_view="none",
     official_code="adaptive-note",  # the run's official_code setting chooses
 )
 

@@ -173,14 +173,6 @@ def write_html(run: Mapping[str, Any], path: str | Path) -> Path:
 
 # Which built-in layout each method's page uses (replaced by MethodSpec.trace_view in the
 # registry).
-TRACE_VIEWS: dict[str, str] = {
-    "adaptive-note": "note",
-    "deepnote": "note",
-    "amber": "amber",
-    "resp": "resp",
-    "vanilla": "single",
-    "no-retrieval": "none",
-}
 # templates/trace/<name>.html.j2. "generic" lists each trace entry's fields: the layout of a
 # method that names none (so a new method's page shows what it recorded, not a broken note run).
 LAYOUTS = ("note", "amber", "resp", "single", "none", "generic")
@@ -189,9 +181,12 @@ Layout = str | jinja2.Template
 
 
 def layout_for(method: str) -> Layout:
-    """The layout of ``method``'s trace page: a name from ``LAYOUTS``, template source text, or a
-    template compiled by ``layout_template``."""
-    return TRACE_VIEWS.get(method, "generic")
+    """The layout of ``method``'s trace page, as its declaration says (``MethodSpec.trace_view``):
+    a name from ``LAYOUTS``, template source text, or a template compiled by
+    ``layout_template``. A method noterag does not know (a trace from elsewhere): generic."""
+    from noterag.methods import METHODS
+
+    return METHODS[method].trace_view if method in METHODS else "generic"
 
 
 def diff_words(old: str, new: str) -> list[tuple[str, str]]:
