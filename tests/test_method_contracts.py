@@ -117,3 +117,20 @@ def test_eval_rows_keep_what_the_method_declares(method: str, tmp_path: Path):
     for key in noterag.METHODS[method].result_fields:
         assert key in row, key
     assert row["stop_reason"] and row["trace"] and row["llm_calls"] == len(model.calls)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_trace_page_renders_the_run_in_the_methods_layout(method: str):
+    import html
+    from html.parser import HTMLParser
+
+    from noterag.trace import record, render_html
+
+    hostile = "<script>alert(1)</script>"
+    model = ScriptedModel(default=hostile)
+    run = record(graph_of(method, model), QUESTION, small(method), method=method)
+    page = render_html(run)
+    assert "<script>" not in page and "&lt;script&gt;" in page  # model text escaped
+    assert QUESTION in page
+    assert html.escape(run["stop_reason"], quote=False) in page  # why it stopped is shown
+    HTMLParser().feed(page)  # parses
