@@ -143,4 +143,9 @@ def _parse_spec(index: str) -> str:
     """``SCHEME:LOCATION`` for ``--index``, by the one rule every entry point shares."""
     from noterag.retrievers.spec import parse_spec
 
-    return str(parse_spec(index))
+    try:
+        return str(parse_spec(index))
+    except IndexNotFoundError:
+        # A bare path that does not exist: the BM25 check above names it with the command
+        # that builds it there, as the CLI always has.
+        return f"bm25:{index}"
