@@ -26,13 +26,14 @@ What the paper leaves open, decided here:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 
 from noterag.nodes.notes import init_note, review
 from noterag.nodes.parsing import parse_nli
-from noterag.nodes.step import Ask, Env, StepGen
+from noterag.nodes.step import Ask, Effect, Env, StepGen
 from noterag.nodes.stops import iterations_spent
+from noterag.state import Passage
 
 
 def _step(state: Mapping[str, Any]) -> int:
@@ -44,8 +45,9 @@ def chunk_filter(state: dict[str, Any], env: Env) -> StepGen:
     """Chunk-level filter: an NLI verdict F(q, c_i) -> useful | useless for every retrieved
     passage, all of them concurrently; the useless ones are dropped."""
     passages = state["passages"]
+    dropped: list[Passage] = []
     if not env.ctx.chunk_filter or not passages:
-        kept, dropped, unparsed = list(passages), [], 0
+        kept, unparsed = list(passages), 0
     else:
         replies = yield [
             Ask(
@@ -115,7 +117,9 @@ def init_memory(state: dict[str, Any], env: Env) -> StepGen:
     return {"candidate_note": draft, "steps": 0, "failures": 0}
 
 
-def _agent(state: dict[str, Any], env: Env, agent: str, **feedback: str) -> StepGen:
+def _agent(
+    state: dict[str, Any], env: Env, agent: str, **feedback: str
+) -> Generator[Effect | list[Effect], Any, str | None]:
     """One agent of the memory updater on the draft (q, P_t, m_{t+1}); None when it is off or
     there is no draft (nothing new was read)."""
     draft = state.get("candidate_note")

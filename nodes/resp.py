@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from noterag.nodes.parsing import parse_sub_question, parse_yes_no, until_done
-from noterag.nodes.step import Ask, Env, StepGen
+from noterag.nodes.step import Ask, Effect, Env, StepGen
 from noterag.state import LocalPathway
 
 
@@ -33,7 +33,9 @@ def summarize(state: dict[str, Any], env: Env) -> StepGen:
     response for q, stored with q. The two calls run concurrently."""
     question, refs = state["question"], env.profile.format_passages(state["passages"])
     sub_question = state.get("sub_question")
-    asks = [Ask("global_summary", env.prompts.global_evidence.format(refs=refs, query=question))]
+    asks: list[Effect] = [
+        Ask("global_summary", env.prompts.global_evidence.format(refs=refs, query=question))
+    ]
     if sub_question is not None:  # Algorithm 1: "if q != Q"
         asks.append(
             Ask(

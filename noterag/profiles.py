@@ -121,6 +121,10 @@ def at_least(seen: int, cap: int | None) -> bool:
     return cap is not None and seen >= cap
 
 
+def above(seen: int, cap: int | None) -> bool:
+    return cap is not None and seen > cap
+
+
 PAPER = Profile(
     name="paper",
     format_passages=numbered_passages,
@@ -164,9 +168,11 @@ def official_new_queries(
 
 
 def official_select(
-    found: Sequence[Passage], seen: set[str], cap: int, top_k: int
+    found: Sequence[Passage], seen: set[str], cap: int | None, top_k: int
 ) -> list[Passage]:
     # The official loop deduplicates only when this step's top-k could overshoot the cap.
+    if cap is None:
+        return list(found)
     room = cap - len(seen) if len(seen) + top_k > cap else 0
     if room <= 0:
         return list(found)
@@ -211,7 +217,7 @@ def _official(code: str, task: str, dense: bool) -> Profile:
         new_queries=official_new_queries,
         passage_key=official_key,
         select_passages=official_select,
-        cap_reached=(lambda seen, cap: seen > cap) if deepnote else (lambda seen, cap: seen >= cap),
+        cap_reached=above if deepnote else at_least,
         parse_verdict=partial(official_status, cut_braces=deepnote),
         clean_note=lambda note: note.replace("\n", ""),
         skip_empty_steps=False,

@@ -17,7 +17,7 @@ import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
@@ -92,7 +92,7 @@ class MethodSpec:
     # profile name -> prompt set; a method without an official code has only "paper"
     prompts: Mapping[str, Any]
     # adds the method's steps to a graph that starts with the "question" step
-    wire: Callable[[StateGraph, Deps], None]
+    wire: Callable[[StateGraph[Any, Any, Any, Any], Deps], None]
     stage_roles: Mapping[str, str] = field(default_factory=dict)
     # output fields an eval row keeps besides the answer, the cost, the trace and stop_reason
     result_fields: tuple[str, ...] = ()
@@ -164,13 +164,13 @@ class MethodSpec:
         from noterag.nodes.question import question_step
 
         deps = self.bind(model, retriever, prompts=prompts, **role_models)
-        graph = StateGraph(
+        graph: StateGraph[Any, Any, Any, Any] = StateGraph(
             self.state,
             context_schema=self.context,
             input_schema=QuestionInput,
             output_schema=self.output,
         )
-        graph.add_node("question", question_step(self.state))
+        graph.add_node("question", cast(Any, question_step(self.state)))
         graph.add_edge(START, "question")
         self.wire(graph, deps)
         return graph.compile(name=self.name)

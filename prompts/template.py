@@ -111,10 +111,9 @@ def official_prompt(repository: str, file: str, name: str) -> Prompt:
     rendered with ``str.format`` as the official code does (``open(f).read().format(**vars)``)."""
     source = official_source(repository)
     folder = resources.files("noterag.prompts") / OFFICIAL_DIR / repository.replace("/", "-")
-    # newline="" keeps the bytes: the official code reads the files in text mode on Linux,
-    # where no newline translation happens either
-    with (folder / file).open("r", encoding="utf-8", newline="") as handle:
-        text = handle.read()
+    # the bytes as they are: the official code reads the files in text mode on Linux, where no
+    # newline translation happens either
+    text = (folder / file).read_bytes().decode("utf-8")
     return Prompt(
         name,
         text,
