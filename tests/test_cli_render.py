@@ -57,7 +57,7 @@ def test_each_line_carries_its_step() -> None:
 def test_a_methods_own_renderers_win_and_add_event_types(monkeypatch: pytest.MonkeyPatch) -> None:
     own = {
         "verdict": lambda e: Text(f"toy verdict {e['accepted']}"),
-        "toy_event": lambda e: Text(f"toy saw {e['n']}"),
+        "toy_event": lambda e: f"toy saw {e['n']}",
     }
     monkeypatch.setattr(render, "method_renderers", lambda m: own if m == "toy" else {})
     events = (

@@ -18,8 +18,9 @@ from rich.status import Status
 from rich.text import Text
 
 Event = dict[str, Any]
-# One line, several lines (each gets the step prefix), or None to print nothing.
-Renderer = Callable[[Event], Text | list[Text] | None]
+# One line, several lines (each gets the step prefix), or None to print nothing; a plain str
+# is a line without style.
+Renderer = Callable[[Event], Text | str | list[Text] | list[str] | None]
 
 
 def stderr_console(quiet: bool = False) -> Console:
@@ -189,12 +190,12 @@ class Progress:
             return
         render = self.renderers.get(kind)
         rendered = render(event) if render is not None else None
-        for text in [rendered] if isinstance(rendered, Text) else rendered or []:
+        for text in [rendered] if isinstance(rendered, Text | str) else rendered or []:
             self._say(event.get("step"), text)
         if kind in SPINNER and self._status is not None:
             self._status.update(SPINNER[kind](event))
 
-    def _say(self, step: int | None, text: Text) -> None:
+    def _say(self, step: int | None, text: Text | str) -> None:
         line = Text(f"[step {step}] " if step is not None else "", style="dim")
-        line.append_text(text)
+        line.append_text(text if isinstance(text, Text) else Text(text))
         self.console.print(line)
