@@ -5,7 +5,7 @@ DEMO_QUESTION ?= In which year was the architect of the Velmora Bridge born?
 # llama.cpp compiles from source once (about 5 minutes on 2 cores); pip caches the wheel after.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: test demo install lint bench clean chromium
+.PHONY: test check typecheck demo install lint bench clean chromium
 
 # torch first, the CPU build (a local file here): else the dense extra pulls CUDA packages.
 $(VENV)/.installed: pyproject.toml
@@ -42,7 +42,20 @@ bench: $(VENV)/.installed
 	$(PY) bench/dense_build.py --limit 256
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check noterag graphs nodes prompts retrievers tests
+	$(VENV)/bin/ruff check noterag graphs nodes prompts retrievers tests bench
+
+# mypy over the package as it installs: noterag/ with graphs/, nodes/, prompts/, retrievers/ as
+# its subpackages (links in .typecheck/, so error paths read .typecheck/noterag/graphs/...).
+typecheck: $(VENV)/.installed
+	@rm -rf .typecheck && mkdir -p .typecheck/noterag
+	@for f in noterag/*; do ln -s ../../$$f .typecheck/noterag/; done
+	@for d in graphs nodes prompts retrievers; do ln -s ../../$$d .typecheck/noterag/$$d; done
+	cd .typecheck && ../$(VENV)/bin/mypy --config-file ../pyproject.toml -p noterag
+
+# The fast tier: lint, type check and the unit tests (no langgraph dev server, browser, JS or
+# local model); about 2 minutes here.
+check: lint typecheck
+	$(PY) -m pytest -q -m "not e2e and not server and not browser" -p no:cacheprovider
 
 clean:
-	rm -rf $(VENV) demo-index .langgraph_api tests/js/node_modules examples/chat/node_modules examples/chat/dist
+	rm -rf $(VENV) .typecheck demo-index .langgraph_api tests/js/node_modules examples/chat/node_modules examples/chat/dist

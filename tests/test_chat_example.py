@@ -19,7 +19,7 @@ import pytest
 from test_js_client import JS, npm_ci, run_node
 from test_server import QUESTION
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.browser]
 
 REPO = Path(__file__).resolve().parent.parent
 CHAT = REPO / "examples" / "chat"

@@ -657,6 +657,7 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
     return width, height, rows
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(
     not Path(CHROMIUM).exists(), reason="chromium not installed (apt-get install chromium)"
 )
