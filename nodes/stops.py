@@ -95,3 +95,19 @@ def stop_check(
 
     decide.__name__ = decide.__qualname__ = "stop_check"
     return decide
+
+
+def sure_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """SuRe has no loop: it stops once the candidates' summaries are scored, or at once when
+    the candidate reply gave fewer than two candidates (nothing to compare; see nodes/sure.py)."""
+    found = state.get("candidates") or []
+    if scores := state.get("scores"):
+        best = max(scores)
+        tied = [chr(ord("a") + k) for k, score in enumerate(scores) if score == best]
+        why = f"single pass: candidate ({tied[0]}) of {len(found)} scored best (validity + ranking)"
+        return why + (f", tied with ({'), ('.join(tied[1:])}): the first" if len(tied) > 1 else "")
+    if not found:
+        return "the candidate reply named no answer candidate: no answer"
+    if len(found) == 1:
+        return "one answer candidate: nothing to compare, answered with it"
+    return None
