@@ -111,3 +111,26 @@ def sure_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None
     if len(found) == 1:
         return "one answer candidate: nothing to compare, answered with it"
     return None
+
+
+def ircot_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """IRCoT, after each reasoning step (the original's exit controller): the sentence says
+    "answer is", the reasoner wrote no sentence, or max_steps sentences were written."""
+    steps, cot = state.get("steps", 0), state.get("cot") or []
+    if state.get("concluded") is not None:
+        return f'the reasoner concluded ("answer is") at step {steps - 1}'
+    if cot and not cot[-1]:
+        return f"the reasoner wrote no sentence at step {steps - 1}"
+    if steps >= ctx.max_steps:
+        return f"{steps} reasoning step(s) without an answer (max_steps = {ctx.max_steps})"
+    return None
+
+
+def iter_retgen_stop(
+    state: Mapping[str, Any], ctx: Any, profile: Profile | None = None
+) -> str | None:
+    """Iter-RetGen, after each retrieval: the iteration that retrieved is the T-th (T =
+    max_steps), so its generation is the answer."""
+    if state.get("steps", 0) + 1 >= ctx.max_steps:
+        return f"{ctx.max_steps} iteration(s) (max_steps = T = {ctx.max_steps})"
+    return None

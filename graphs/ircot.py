@@ -1,0 +1,210 @@
+"""IRCoT (Trivedi et al., 2023): interleaving retrieval with chain-of-thought reasoning.
+
+    P <- retrieve(q)                       (wh-words removed; top_k)            retrieve
+    CoT <- []
+    loop:
+        s <- first sentence of LLM(demos, P, q, CoT)   (stop "\\n")             reason
+        CoT <- CoT + [s]
+        if s says "... answer is:? X", or s is empty,
+           or |CoT| >= max_steps: break                               stop_check (ircot_stop)
+        P <- P + new paragraphs of retrieve(last non-reasoning sentence of CoT)  retrieve
+             (none already collected, none past max_passages)
+    answer <- X if the loop concluded, else the QA reader:                     answer
+              "answer is X" in LLM(demos, P, q)   (IRCoT QA; qa_reader: always)
+
+As the authors' code runs it (StonyBrookNLP/ircot @ 3c1820f: ``commaqa/inference/ircot.py``,
+``base_configs/ircot_qa_codex_<dataset>.jsonnet``): the demonstrations are its CoT files with
+two distractor paragraphs per example (noterag.prompts.ircot: which ones and how many), the
+paragraphs are "Wikipedia Title: <title>\\n<first 350 words>", each step keeps one sentence of the
+reply, the next query is the last sentence that states a fact (one starting "So", "Thus",
+"Therefore", ... does not), and the loop stops on "answer is", an empty sentence, or 10
+sentences (``max_num_sentences``). The paper reports IRCoT QA: a separate reader call that
+answers from every collected paragraph after the loop; ``qa_reader=True`` does that. By default
+(``qa_reader=False``) a concluded loop answers with its own sentence and only a loop that hit
+its cap calls the reader, the cap's answer as the original gives it.
+
+Defaults: top_k 5 (ReSP Table 2 runs every baseline with 5 documents per retrieval; IRCoT
+tuned K in {2, 4, 6, 8} per dataset), max_steps 10 and max_passages 15 (the original's; ReSP
+does not state them), HotpotQA's demonstrations, prompt set 1.
+
+Where noterag differs from the original: passages are deduplicated by id (the original: by a
+90% fuzzy match of title and text), the first sentence is cut by a rule instead of spaCy, the
+length rules count approximate GPT-2 tokens (noterag.nodes.ircot); the original's retries of
+failed retrievals and its pinned paragraphs (IIRC only) have no counterpart.
+
+FlashRAG's IRCOTPipeline (RUC-NLPIR/FlashRAG ``flashrag/pipeline/active_pipeline.py``), which
+produced the IRCoT numbers ReSP reports, differs from the original: its prompt is its own
+instruction with one demonstration ("Question: ... Thought: ..."), and its user template has
+no slot for the thoughts so far (``previous_gen`` is passed but never shown); it stops each
+thought at "." or "\\n"; it retrieves with the raw thought (no wh-word removal, no skipping of
+reasoning sentences); it merges the passages by id with their best score and sorts them by
+ascending score; it has no passage cap; it stops on "So the answer is:" or max_iter (2 when
+ReSP ran it, 5 in its run_exp.py later); its answer is what follows "So the answer is:" in all
+thoughts joined, else the whole chain of thought (no reader).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from langgraph.graph import END, StateGraph
+from rich.text import Text
+
+from noterag.context import RunContext
+from noterag.errors import ConfigError
+from noterag.nodes.ircot import answer, reason, retrieve
+from noterag.nodes.step import node
+from noterag.nodes.stops import ircot_stop, stop_check
+from noterag.prompts import ircot as prompts
+from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.state import ChatFields, CostFields, Passage, merge_unique
+
+
+def _field(default: Any, description: str) -> Any:
+    return field(default=default, metadata={"description": description})
+
+
+@dataclass(kw_only=True)
+class IRCoTContext(RunContext):
+    """IRCoT's settings: its loop caps and which of the authors' demonstrations it reads."""
+
+    max_steps: int = _field(
+        10,
+        "The most chain-of-thought sentences (reasoning steps); a loop that reaches it without "
+        '"answer is" is answered by the QA reader (the original\'s max_num_sentences, 10).',
+    )
+    max_passages: int | None = _field(
+        15,
+        "Paragraphs collected at most; retrieved ones past it are not added (the original's "
+        "global_max_num_paras, 15). None: no cap.",
+    )
+    demos: Literal["hotpotqa", "2wikimultihopqa", "musique"] = _field(
+        "hotpotqa", "Whose chain-of-thought demonstrations the prompts show (the original's files)."
+    )
+    prompt_set: int = _field(
+        1,
+        "Which of the original's three sets of 15 demonstrations (1, 2 or 3; the authors tune "
+        "on set 1 and report the mean over the three).",
+    )
+    max_demos: int | None = _field(
+        None, "Demonstrations at most, the set's first ones (None: all 15, then the length rules)."
+    )
+    prompt_tokens: int | None = _field(
+        8000,
+        "The original's prompt budget in tokens (code-davinci-002: 8000, 300 of them kept for "
+        "the reply): demonstrations are dropped, the last ones when read and the first ones at "
+        "each call, until the prompt fits (tokens estimated). None: keep them all.",
+    )
+    qa_reader: bool = _field(
+        False,
+        "IRCoT QA as the paper reports it: after the loop the QA reader answers from every "
+        "collected paragraph, even when the loop concluded. Off: a concluded loop answers with "
+        'its own "answer is"; only a loop that hit its cap calls the reader.',
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_steps < 1:
+            raise ConfigError(f"max_steps must be at least 1, not {self.max_steps}")
+        if self.max_passages is not None and self.max_passages < 1:
+            raise ConfigError(f"max_passages must be at least 1 or None, not {self.max_passages}")
+        if self.demos not in prompts.DATASETS:
+            raise ConfigError(
+                f"demos must be one of {', '.join(prompts.DATASETS)}, not {self.demos!r}"
+            )
+        if self.prompt_set not in (1, 2, 3):
+            raise ConfigError(f"prompt_set must be 1, 2 or 3, not {self.prompt_set!r}")
+        if self.max_demos is not None and self.max_demos < 0:
+            raise ConfigError(f"max_demos must not be negative, not {self.max_demos}")
+        if self.prompt_tokens is not None and self.prompt_tokens < 1:
+            raise ConfigError(f"prompt_tokens must be at least 1 or None, not {self.prompt_tokens}")
+
+
+class IRCoTOutput(CostFields, ChatFields, total=False):
+    """What an IRCoT run returns: the chain of thought (one sentence per reasoning step)."""
+
+    question: str
+    answer: str
+    cot: list[str]
+    passage_ids: Annotated[list[str], merge_unique]
+    steps: int  # reasoning steps run
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    stop_reason: str
+
+
+class IRCoTState(IRCoTOutput, total=False):
+    """The loop's working values."""
+
+    task: str
+    passages: list[Passage]  # every paragraph collected so far, in the order collected
+    query: str  # the last retrieval's query
+    new_passage_ids: list[str]  # what the last retrieval added
+    concluded: str | None  # the answer of the last sentence when it says "answer is"
+
+
+def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
+    for step in (retrieve, reason, answer):
+        graph.add_node(step.__name__, node(step, deps))
+    graph.add_node(
+        "stop_check",
+        stop_check(ircot_stop, deps, go_on="retrieve"),
+        destinations=("retrieve", "answer"),
+    )
+    graph.add_edge("question", "retrieve")
+    graph.add_edge("retrieve", "reason")
+    graph.add_edge("reason", "stop_check")
+    graph.add_edge("answer", END)
+
+
+def thought_line(event: Mapping[str, Any]) -> Text:
+    """The CLI's progress line for a reasoning step."""
+    sentence = str(event.get("sentence") or "")
+    if not sentence:
+        return Text("the reasoner wrote no sentence", style="yellow")
+    text = Text("thought: ", style="green" if event.get("concluded") else "cyan")
+    return text.append(sentence)
+
+
+# The trace page: per reasoning step its query, the paragraphs that query added and the sentence;
+# the QA reader's call (when it ran) with every collected paragraph and its reply.
+TRACE_VIEW = """\
+{% import "trace/_cards.html.j2" as card with context %}
+{% for entry in trace %}
+{% if entry.get("reader") %}
+{% call card.section(entry.get("step"), entry, "QA reader") %}
+{{ card.row("Paragraphs", card.passage_list(entry.get("passage_ids") or [])) }}
+{{ card.row("Reply", card.text(entry.get("reply"), "note")) }}
+{% endcall %}
+{% else %}
+{% call card.section(entry.get("step"), entry) %}
+{{ card.row("Query", card.queries([entry.get("query")] if entry.get("query") else [])) }}
+{{ card.row("New paragraphs", card.passage_list(entry.get("new_passage_ids") or [])) }}
+{{ card.row("Sentence", card.text(entry.get("sentence"), "note")) }}
+{{ card.row("Concluded", card.verdict("answer is", entry.get("concluded"))) }}
+{% endcall %}
+{% endif %}
+{% endfor %}
+"""
+
+SPEC = MethodSpec(
+    name="ircot",
+    title="IRCoT (Trivedi et al., 2023)",
+    summary="interleaved retrieval and chain of thought: each new CoT sentence is the next query, "
+    'until "So the answer is:" or max_steps',
+    context=IRCoTContext,
+    state=IRCoTState,
+    output=IRCoTOutput,
+    roles=("reasoner", "reader"),
+    stage_roles={"reason": "reasoner", "answer": "reader"},
+    prompts={"paper": prompts.PAPER},
+    wire=wire,
+    result_fields=("cot",),
+    trace_view=TRACE_VIEW,
+    progress={"thought": thought_line},
+)
+
+build = SPEC.build
+make_graph = server_graph(SPEC)  # langgraph.json
