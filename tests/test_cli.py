@@ -549,11 +549,13 @@ EVERY_STAGE = {
 
 @pytest.mark.parametrize("method", noterag.METHODS)
 def test_every_method_runs_through_ask(method: str, index_dir: Path, scripted: dict[str, Any]):
-    scripted["model"] = ScriptedModel(script=script(**EVERY_STAGE), default="1. Aurelio Fenwick")
+    scripted["model"] = ScriptedModel(script=script(**EVERY_STAGE), default="1871")
     result = cli("ask", QUESTION, "--method", method, "--index", str(index_dir), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["answer"] == "1871"
-    assert scripted["model"].stages[-1] == "answer"
+    # the answer is the last call, where the method answers with a model call (SuRe's is its
+    # winning candidate)
+    assert scripted["model"].stages[-1] == "answer" or "answer" not in noterag.METHODS[method].roles
 
 
 def test_context_pairs_reach_the_method(index_dir: Path, scripted: dict[str, Any]):

@@ -444,11 +444,14 @@ def test_a_method_without_a_layout_shows_its_trace_fields() -> None:
 
 
 def test_the_layout_follows_the_method_and_a_nameless_run_is_judged_by_its_shape() -> None:
-    assert {m: layout_for(m) for m in METHODS} == {
+    assert {m: layout_for(m) for m in ("adaptive-note", "deepnote", "amber", "resp", "vanilla",
+                                       "no-retrieval")} == {
         "adaptive-note": "note", "deepnote": "note", "amber": "amber", "resp": "resp",
         "vanilla": "single", "no-retrieval": "none",
     }  # fmt: skip
-    assert all(layout_for(m) in LAYOUTS for m in METHODS)
+    # every method's layout is its declaration's: a built-in one or its own template text
+    assert all(layout_for(m) == METHODS[m].trace_view for m in METHODS)
+    assert layout_for("a method noterag does not know") == "generic"
     # A ReSP run named as ReSP and the same run without its method's name: the same cards.
     run = resp_run()
     nameless = {k: v for k, v in run.items() if k != "method"}
