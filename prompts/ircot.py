@@ -157,7 +157,9 @@ def examples(dataset: str) -> dict[str, str]:
     # read_prompt: file.read().strip().split("\n"), each line given back its "\n"
     text = (folder / f"{dataset}.txt").read_text(encoding="utf-8")
     found: dict[str, str] = {}
-    qid, lines = None, []  # the lines before the first METADATA line belong to no example
+    # the lines before the first METADATA line belong to no example
+    qid: str | None = None
+    lines: list[str] = []
     for line in text.strip().split("\n"):
         if line.strip().startswith(METADATA_PREFIX):
             if qid is not None and lines:

@@ -16,6 +16,7 @@ from noterag.graphs import iter_retgen
 from noterag.nodes.iter_retgen import parse_answer
 from noterag.profiles import numbered_passages
 from noterag.prompts import iter_retgen as prompts
+from noterag.state import Passage
 from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
 
 CORPUS = passages(*VELMORA_ROWS)
@@ -118,7 +119,7 @@ def test_the_whole_prompt_demonstrations_paragraphs_question():
     model = ScriptedModel(script=script())
     out = run(model, max_steps=1, top_k=2)
     (prompt,) = model.prompts_for("answer")
-    by_id = {p["id"]: p for p in CORPUS}
+    by_id = {p["id"]: Passage(id=p["id"], title=p["title"], text=p["text"]) for p in CORPUS}
     knowledge = numbered_passages([by_id[i] for i in out["trace"][0]["passage_ids"]])
     assert prompt == (
         prompts.DEMONSTRATIONS["hotpotqa"].text
