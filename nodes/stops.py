@@ -113,6 +113,25 @@ def sure_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None
     return None
 
 
+def react_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """ReAct (hotpotqa.ipynb's webthink loop): the model took Finish, or max_steps steps ran."""
+    steps = state.get("steps", 0)
+    if state.get("finished"):
+        empty = "" if state.get("finish") else " with nothing inside"
+        return f"Finish{empty} at step {steps}"
+    if steps >= ctx.max_steps:
+        return f"{steps} step(s) without Finish (max_steps = {ctx.max_steps})"
+    return None
+
+
+def rat_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """RAT: every step of the draft was revised (the draft holds at most max_steps steps)."""
+    total, steps = len(state.get("thoughts") or []), state.get("steps", 0)
+    if steps >= total:
+        return f"every step of the draft revised ({steps} of {total}; max_steps = {ctx.max_steps})"
+    return None
+
+
 def ircot_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
     """IRCoT, after each reasoning step (the original's exit controller): the sentence says
     "answer is", the reasoner wrote no sentence, or max_steps sentences were written."""

@@ -1,0 +1,146 @@
+"""ReAct (Yao et al., 2023): interleaved Thought / Action / Observation, as the authors' HotpotQA
+notebook (ysymyth/ReAct, hotpotqa.ipynb) runs it, with noterag's retriever behind Search:
+
+    prompt <- instruction + webthink_simple6 + "Question: " + q + "\\n"
+    for i = 1 .. max_steps:
+        thought_i, action_i <- LLM(prompt + "Thought i:", stop="\\nObservation i:")   reason
+            (no "\\nAction i: " in the reply: thought_i <- its first line;
+             action_i <- LLM(prompt + "Thought i: thought_i\\nAction i:", stop="\\n"))
+        obs_i <- env.step(action_i)       Search[q]: top-k passages                 act
+                                          Lookup[k]: next sentence with k in the current page
+                                          Finish[a]: done
+        prompt += "Thought i: ...\\nAction i: ...\\nObservation i: obs_i\\n"
+        if done: break                                                               stop_check (react_stop)
+    answer <- a;  not done: LLM(prompt + "Action i+1: Finish[", stop="]")            answer
+
+max_steps is 7 (the notebook's ``range(1, 8)``; the paper, Section 3.3, uses 7 steps for
+HotpotQA). top_k (5) is the passages per Search, the retrieval the papers that compare against
+ReAct (Adaptive-Note, DeepNote, Amber) align across baselines. The notebook's own ending, an
+empty ``finish[]`` when the steps run out, is replaced by one answer call from the trajectory;
+noterag.nodes.react says what an Observation is and how each reply is read. The prompt is the
+same for every task (the repository's HotpotQA prompt). Model roles (``<role>_model=``):
+``reason`` (thoughts and actions, the re-asked action included) and ``answer`` (the
+out-of-steps Finish). FlashRAG has no ReAct pipeline.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from langgraph.graph import END, StateGraph
+from rich.text import Text
+
+from noterag.context import RunContext
+from noterag.errors import ConfigError
+from noterag.nodes.react import act, answer, reason
+from noterag.nodes.step import node
+from noterag.nodes.stops import react_stop, stop_check
+from noterag.prompts import react as prompts
+from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.state import ChatFields, CostFields, merge_unique
+
+
+@dataclass(kw_only=True)
+class ReActContext(RunContext):
+    """ReAct's step cap (hotpotqa.ipynb: 7 steps); top_k is the passages per Search."""
+
+    max_steps: int = field(
+        default=7,
+        metadata={
+            "description": "The most Thought/Action/Observation steps (the notebook's 7); a run "
+            "that has not taken Finish by then answers with one call from its trajectory."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_steps < 1:
+            raise ConfigError(f"max_steps must be at least 1, not {self.max_steps}")
+
+
+class ReActOutput(CostFields, ChatFields, total=False):
+    """What a ReAct run returns."""
+
+    question: str
+    answer: str
+    passage_ids: Annotated[list[str], merge_unique]
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    stop_reason: str
+    steps: int  # Thought/Action/Observation steps taken
+    finished: bool  # the model took Finish (within max_steps)
+    # "Thought i: ...\nAction i: ...\nObservation i: ...\n", one per step (the notebook's traj)
+    trajectory: Annotated[list[str], operator.add]
+
+
+class ReActState(ReActOutput, total=False):
+    """The loop state: the output plus the current step's values and the environment's."""
+
+    task: str
+    thought: str  # Thought i
+    action: str  # Action i, as written
+    reason_calls: int  # calls step i's reason made (2: the action was asked for again)
+    finish: str | None  # what Finish[...] held
+    page: str  # the current page Lookup reads: the last Search's passages
+    lookup_keyword: str | None
+    lookup_next: int  # the next result of the current Lookup keyword
+
+
+ROLES = ("reason", "answer")
+
+
+def wire(graph: StateGraph, deps: Deps) -> None:
+    for step in (reason, act, answer):
+        graph.add_node(step.__name__, node(step, deps))
+    graph.add_node(
+        "stop_check",
+        stop_check(react_stop, deps, go_on="reason"),
+        destinations=("reason", "answer"),
+    )
+    graph.add_edge("question", "reason")
+    graph.add_edge("reason", "act")
+    graph.add_edge("act", "stop_check")
+    graph.add_edge("answer", END)
+
+
+def _thought_line(event: Mapping[str, Any]) -> Text:
+    return (
+        Text("thought: ", style="cyan")
+        + Text(str(event.get("thought", "")))
+        + Text(f"  → {event.get('action', '')}", style="bold")
+    )
+
+
+def _observation_line(event: Mapping[str, Any]) -> Text:
+    kind, argument = event.get("action"), str(event.get("argument", ""))
+    if kind == "search":
+        titles = [str(p.get("title") or p.get("id", "?")) for p in event.get("passages") or []]
+        text = Text(f"searched {argument!r}: {len(titles)} passage(s)", style="cyan")
+        return text.append(": " + " · ".join(titles)) if titles else text
+    if kind == "finish":
+        return Text("finished: ", style="green") + Text(argument or "(empty)")
+    observation = str(event.get("observation", "")).strip()
+    return Text(f"{kind}: ", style="cyan" if kind != "invalid" else "red") + Text(observation)
+
+
+SPEC = MethodSpec(
+    name="react",
+    title="ReAct (Yao et al., 2023)",
+    summary="interleaved Thought / Action (Search, Lookup, Finish) / Observation over the index, "
+    "with the authors' HotpotQA few-shot prompt",
+    context=ReActContext,
+    state=ReActState,
+    output=ReActOutput,
+    roles=ROLES,
+    stage_roles={"action": "reason"},
+    prompts={"paper": prompts.PAPER},
+    wire=wire,
+    result_fields=("finished", "steps"),
+    trace_view="generic",
+    progress={"thought": _thought_line, "observation": _observation_line},
+)
+
+build = SPEC.build
+make_graph = server_graph(SPEC)  # langgraph.json
