@@ -20,10 +20,12 @@ or after the server's ``Retry-After`` when it gives one of at most 120 s (the SD
 evaluation run).
 
 Callers use the names of this package (``noterag.models.load_chat_model``), which is also where
-tests patch them.
+tests patch them; the ``spec`` names load on first use.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from noterag.models.errors import (
     cause_chain,
@@ -47,12 +49,29 @@ from noterag.models.local_server import (
     stop_local_server,
 )
 from noterag.models.retries import RETRY_BACKOFF, RetryCount, count_retries
-from noterag.models.spec import (
-    ModelSettings,
-    OpenAICompatibleChat,
-    aload_chat_model,
-    load_chat_model,
+
+if TYPE_CHECKING:
+    from noterag.models.spec import (
+        ModelSettings,
+        OpenAICompatibleChat,
+        aload_chat_model,
+        load_chat_model,
+    )
+
+# Loaded on first use: langchain-openai takes about half a second to import, and the eval
+# runner (so every `noterag` command) imports the model errors above at start-up.
+_SPEC_NAMES = frozenset(
+    {"ModelSettings", "OpenAICompatibleChat", "aload_chat_model", "load_chat_model"}
 )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SPEC_NAMES:
+        from noterag.models import spec
+
+        return getattr(spec, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "LOCAL_INSTALL_HINT",
