@@ -13,8 +13,10 @@ What the papers leave open, and what we decided:
 - Reading the labels: each item of the reply ("1. passage:..., label:..., reason:...", also
   "Passage 1:", "[1]") is the passage of that number in the order the prompt listed them; its
   tags are the bracketed ``<useful>`` / ``<useless>`` and ``<relevant>`` / ``<irrelevant>``,
-  else the first of those words after "label" (or in the item), "not useful" / "not relevant"
-  counting as the negative tag.
+  else the first of those words after "label" ("label: useful, irrelevant"), "not useful" /
+  "not relevant" counting as the negative tag. Those words elsewhere in an item are not read:
+  in prose ("relevant because ... does not provide any useful information", a small model's
+  reply) they are no verdict.
 
 Fallbacks (counted in the run's ``fallbacks``; the answer is unaffected):
 
@@ -73,9 +75,8 @@ def _items(reply: str) -> dict[int, str]:
 
 def _tag(item: str, tag: re.Pattern[str], word: re.Pattern[str], positive: str) -> bool | None:
     match = tag.search(item)
-    if match is None:
-        label = _LABEL.search(item)
-        match = word.search(item, label.end() if label else 0)
+    if match is None and (label := _LABEL.search(item)) is not None:
+        match = word.search(item, label.end())
     if match is None:
         return None
     return match.group(1).lower() == positive

@@ -226,6 +226,10 @@ THREE = passages(("A", "a"), ("B", "b"), ("C", "c"))
         # the words before "label" (the passage's own text) do not count
         ("1. passage: a useful and relevant fact, label: useless, irrelevant, reason: relevant elsewhere",
          [(False, False), (None, None), (None, None)], 2),
+        # the words in prose, without a label, are no verdict
+        (("1. The passage is relevant to the question.\n"
+          "It does not provide any useful information.\n2. label: useful and relevant"),
+         [(None, None), (True, True), (None, None)], 2),
         # one tag missing; an item past the last passage and a repeated number are ignored
         ("1. label: <useful>\n1. label: <useless><irrelevant>\n4. label: <useful><relevant>",
          [(True, None), (None, None), (None, None)], 3),
