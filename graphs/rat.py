@@ -1,0 +1,133 @@
+"""RAT (Wang et al., 2024): Retrieval Augmented Thoughts, as the authors' notebook
+(CraftJarvis/RAT, creative.ipynb) runs it, with noterag's retriever in place of web search:
+
+    T = LLM_draft(q);  T_1 .. T_n = split(T)     (n <= max_steps)            draft
+    A = ""
+    for i = 1 .. n:                                                          stop_check (rat_stop)
+        A_i = A + "\\n\\n" + T_i
+        Q_i = LLM_query(q, A_i)                                              query
+        P_i = retrieve(Q_i)                       (top-k passages)           retrieve
+        A = LLM_revise(P_i, q, A_i)               (A_i if nothing found)     revise
+    answer = LLM_answer(q, A)                     (ours: the task's prompt)  answer
+
+Each step is revised once, in order, and the next step's query reads the revision of every
+step before it. max_steps (3) caps the steps: a longer draft's last step holds the rest of it
+(the demo app asks its splitter for fewer than 4 paragraphs; the notebook revises every
+paragraph); top_k (5) is DeepNote's, which compares against RAT. noterag.nodes.rat says what
+stands in for the web pages and why one revision per step. Model roles (``<role>_model=``):
+draft, query, revise, answer. FlashRAG has no RAT pipeline.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from langgraph.graph import END, StateGraph
+from rich.text import Text
+
+from noterag.context import RunContext
+from noterag.errors import ConfigError
+from noterag.nodes.rat import answer, draft, query, revise
+from noterag.nodes.retrieve import retrieve
+from noterag.nodes.step import node
+from noterag.nodes.stops import rat_stop, stop_check
+from noterag.prompts import rat as prompts
+from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.state import ChatFields, CostFields, Passage, merge_unique
+
+
+@dataclass(kw_only=True)
+class RATContext(RunContext):
+    """RAT's step cap; top_k is the passages per step's query."""
+
+    max_steps: int = field(
+        default=3,
+        metadata={
+            "description": "The most draft steps revised, one query and one revision each; a "
+            "longer draft's last step holds the rest of it."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_steps < 1:
+            raise ConfigError(f"max_steps must be at least 1, not {self.max_steps}")
+
+
+class RATOutput(CostFields, ChatFields, total=False):
+    """What a RAT run returns: the draft, its steps, and the revised draft the answer read."""
+
+    question: str
+    answer: str
+    draft: str  # the zero-shot chain of thought
+    thoughts: list[str]  # the draft's steps, in order
+    revised: str  # the draft as revised, step by step (RAT's own output)
+    passage_ids: Annotated[list[str], merge_unique]
+    steps: int  # steps begun (the last one's number)
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    stop_reason: str
+
+
+class RATState(RATOutput, total=False):
+    """The loop state: the output plus the current step's values."""
+
+    task: str
+    current: str  # the revised steps so far + the current step as drafted
+    query: str  # the current step's query
+    queries: list[str]  # what the shared retrieve step searches ([]: skip)
+    passages: list[Passage]
+    seen: Annotated[list[str], merge_unique]
+
+
+ROLES = ("draft", "query", "revise", "answer")
+
+
+def wire(graph: StateGraph, deps: Deps) -> None:
+    for step in (draft, query, retrieve, revise, answer):
+        graph.add_node(step.__name__, node(step, deps))
+    graph.add_node(
+        "stop_check", stop_check(rat_stop, deps, go_on="query"), destinations=("query", "answer")
+    )
+    graph.add_edge("question", "draft")
+    graph.add_edge("draft", "stop_check")
+    graph.add_edge("query", "retrieve")
+    graph.add_edge("retrieve", "revise")
+    graph.add_edge("revise", "stop_check")
+    graph.add_edge("answer", END)
+
+
+def _draft_line(event: Mapping[str, Any]) -> Text:
+    n = int(event.get("thoughts", 0))
+    return Text(f"drafted a chain of thought: {n} step(s) to revise", style="cyan")
+
+
+def _revision_line(event: Mapping[str, Any]) -> Text:
+    text = Text("query: ", style="cyan") + Text(str(event.get("query") or "(none)"))
+    if event.get("revised"):
+        return text + Text(
+            f"  → revised with {len(event.get('passages') or [])} passage(s)", style="green"
+        )
+    return text + Text("  → not revised", style="yellow")
+
+
+SPEC = MethodSpec(
+    name="rat",
+    title="RAT (Wang et al., 2024)",
+    summary="retrieval-augmented thoughts: a chain-of-thought draft, each step revised in turn "
+    "with passages retrieved for it, then the answer",
+    context=RATContext,
+    state=RATState,
+    output=RATOutput,
+    roles=ROLES,
+    prompts={"paper": prompts.PAPER},
+    wire=wire,
+    result_fields=("revised",),
+    trace_view="generic",
+    progress={"draft": _draft_line, "revision": _revision_line},
+)
+
+build = SPEC.build
+make_graph = server_graph(SPEC)  # langgraph.json
