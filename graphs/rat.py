@@ -104,13 +104,15 @@ def _draft_line(event: Mapping[str, Any]) -> Text:
     return Text(f"drafted a chain of thought: {n} step(s) to revise", style="cyan")
 
 
+def _query_line(event: Mapping[str, Any]) -> Text:
+    return Text("query: ", style="cyan") + Text(str(event.get("query") or "(none: step skipped)"))
+
+
 def _revision_line(event: Mapping[str, Any]) -> Text:
-    text = Text("query: ", style="cyan") + Text(str(event.get("query") or "(none)"))
     if event.get("revised"):
-        return text + Text(
-            f"  → revised with {len(event.get('passages') or [])} passage(s)", style="green"
-        )
-    return text + Text("  → not revised", style="yellow")
+        count = len(event.get("passages") or [])
+        return Text(f"step revised with {count} passage(s)", style="green")
+    return Text("step not revised", style="yellow")
 
 
 SPEC = MethodSpec(
@@ -126,7 +128,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("revised",),
     trace_view="generic",
-    progress={"draft": _draft_line, "revision": _revision_line},
+    progress={"draft": _draft_line, "query": _query_line, "revision": _revision_line},
 )
 
 build = SPEC.build

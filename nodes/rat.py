@@ -88,6 +88,7 @@ def query(state: dict[str, Any], env: Env) -> StepGen:
     text = reply.strip()
     if not text:
         fell_back("query")
+    env.emit({"type": "query", "step": i, "query": text})
     return {"steps": i, "current": current, "query": text, "queries": [text] if text else []}
 
 
@@ -116,7 +117,6 @@ def revise(state: dict[str, Any], env: Env) -> StepGen:
         {
             "type": "revision",
             "step": i,
-            "query": state.get("query") or "",
             "revised": was_revised,
             "passages": [{"id": p["id"], "title": p["title"]} for p in passages],
         }

@@ -280,13 +280,16 @@ def test_events_and_only_the_answer_streams():
     ):
         (custom if mode == "custom" else messages).append(chunk)
     assert [e["type"] for e in custom] == [
-        "draft", "passages", "revision", "passages", "revision", "answer",
+        "draft",
+        "query", "passages", "revision",
+        "query", "passages", "revision",
+        "answer",
     ]  # fmt: skip
     assert custom[0] == {"type": "draft", "step": 0, "thoughts": 2}
-    assert custom[2] == {
+    assert custom[1] == {"type": "query", "step": 1, "query": QUERIES[0]}
+    assert custom[3] == {
         "type": "revision",
         "step": 1,
-        "query": QUERIES[0],
         "revised": True,
         "passages": [{"id": p["id"], "title": p["title"]} for p in top(QUERIES[0])],
     }
@@ -299,12 +302,12 @@ def test_progress_lines():
     assert (
         lines["draft"]({"thoughts": 3}).plain == "drafted a chain of thought: 3 step(s) to revise"
     )
-    assert lines["revision"]({"query": "q", "revised": True, "passages": [{}, {}]}).plain == (
-        "query: q  → revised with 2 passage(s)"
+    assert lines["query"]({"query": "q"}).plain == "query: q"
+    assert lines["query"]({"query": ""}).plain == "query: (none: step skipped)"
+    assert lines["revision"]({"revised": True, "passages": [{}, {}]}).plain == (
+        "step revised with 2 passage(s)"
     )
-    assert (
-        lines["revision"]({"query": "", "revised": False}).plain == "query: (none)  → not revised"
-    )
+    assert lines["revision"]({"revised": False}).plain == "step not revised"
 
 
 @pytest.mark.parametrize("bad", [0, -2])
