@@ -44,7 +44,7 @@ def ask_command(
     method: Annotated[
         Method,
         typer.Option("--method", "-m", help="The method to run: " + ", ".join(METHODS) + "."),
-    ] = Method.deepnote,
+    ] = Method["deepnote"],
     index: IndexOption = None,
     model: Annotated[
         str | None,

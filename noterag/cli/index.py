@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -12,6 +12,10 @@ from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
 from noterag.cli.render import plural, stderr_console
 from noterag.errors import ConfigError
+
+if TYPE_CHECKING:
+    from noterag.retrievers.bm25 import BuildStats
+    from noterag.retrievers.dense import DenseBuildStats
 
 
 def index_command(
@@ -113,6 +117,7 @@ def index_command(
         if (out / MANIFEST_NAME).is_file() and not force:
             raise ConfigError(f"an index already exists at {out}; pass --force to replace it")
         rate = ""
+        stats: BuildStats | DenseBuildStats
         if dense:
             from noterag.retrievers.dense import DEFAULT_MODEL, build_dense_index
 

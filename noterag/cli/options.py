@@ -27,9 +27,10 @@ from noterag.errors import ConfigError, IndexNotFoundError
 from noterag.methods import METHODS, context_schema
 
 # Every registered method, task and profile, so a new one needs no CLI change.
-Method = Enum("Method", {name.replace("-", "_"): name for name in METHODS}, type=str)
-Task = Enum("Task", {name: name for name in TASKS}, type=str)
-ProfileName = Enum("ProfileName", {name: name for name in PROFILES}, type=str)
+# (Built from data, so a type checker sees them as enums without members.)
+Method = Enum("Method", {name.replace("-", "_"): name for name in METHODS}, type=str)  # type: ignore[misc]
+Task = Enum("Task", {name: name for name in TASKS}, type=str)  # type: ignore[misc]
+ProfileName = Enum("ProfileName", {name: name for name in PROFILES}, type=str)  # type: ignore[misc]
 
 # Shared by `ask` and `eval`.
 IndexOption = Annotated[

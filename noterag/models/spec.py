@@ -23,6 +23,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 from noterag.errors import ConfigError
 from noterag.models.local_server import LOCAL_MAX_TOKENS, LOCAL_MODEL_NAME, start_local_server
@@ -158,10 +159,11 @@ def _openai_chat_model(
     return cls(
         model=model,
         base_url=base_url,
-        api_key=api_key,
+        api_key=SecretStr(api_key),
         temperature=settings.temperature,
         top_p=settings.top_p,
-        max_tokens=settings.max_tokens,
+        # The field's constructor name; OpenAICompatibleChat sends it as max_tokens.
+        max_completion_tokens=settings.max_tokens,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
         **counting_clients(),
@@ -177,10 +179,10 @@ def _local_chat_model(settings: ModelSettings) -> BaseChatModel:
     return OpenAICompatibleChat(
         model=LOCAL_MODEL_NAME,
         base_url=base_url,
-        api_key="local",
+        api_key=SecretStr("local"),
         temperature=settings.temperature,
         top_p=settings.top_p,
-        max_tokens=settings.max_tokens or LOCAL_MAX_TOKENS,
+        max_completion_tokens=settings.max_tokens or LOCAL_MAX_TOKENS,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
         **counting_clients(),
