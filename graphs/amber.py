@@ -31,9 +31,11 @@ fine-tuned model for both levels: pass it as ``filter_model`` and ``extract_mode
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from langgraph.graph import END, StateGraph
+from rich.text import Text
 
 from noterag.context import AmberContext
 from noterag.nodes.amber import (
@@ -97,6 +99,39 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
+# How `noterag ask` shows Amber's own events (MethodSpec.progress).
+
+
+def filter_line(event: Mapping[str, Any]) -> Text:
+    useful = event.get("useful")
+    text = Text("kept " if useful else "filtered out ", style="green" if useful else "red")
+    text.append(str(event.get("title") or event.get("id", "?")))
+    if not event.get("parsed", True):
+        text.append(" (verdict did not parse: kept)", style="yellow")
+    return text
+
+
+def sentences_line(event: Mapping[str, Any]) -> Text:
+    count = len(event.get("passages") or [])
+    return Text(
+        f"extracted helpful sentences of {count} {'passage' if count == 1 else 'passages'}",
+        style="cyan",
+    )
+
+
+def memory_review_line(event: Mapping[str, Any]) -> Text:
+    return Text(f"{event.get('agent', 'agent')} revised the memory draft", style="cyan")
+
+
+def sufficiency_line(event: Mapping[str, Any]) -> Text:
+    sufficient, reason = event.get("sufficient"), str(event.get("reason") or "")
+    if sufficient:
+        text = Text("memory sufficient to answer", style="green")
+    else:
+        text = Text("memory not sufficient yet", style="yellow")
+    return text.append(f" ({reason})" if reason else "")
+
+
 SPEC = MethodSpec(
     name="amber",
     title="Amber (Qin et al., 2025)",
@@ -122,6 +157,12 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("best_note",),
     trace_view="amber",
+    progress={
+        "filter": filter_line,
+        "sentences": sentences_line,
+        "memory_review": memory_review_line,
+        "sufficiency": sufficiency_line,
+    },
     paper_profile=AMBER_PAPER,
 )
 

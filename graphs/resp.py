@@ -21,7 +21,11 @@ two tests are nodes.stops.resp_stop (stop_check, after judge) and resp_stalled (
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from langgraph.graph import END, StateGraph
+from rich.text import Text
 
 from noterag.context import ReSPContext
 from noterag.nodes.answer import answer
@@ -50,6 +54,29 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
+# How `noterag ask` shows ReSP's own events (MethodSpec.progress).
+
+
+def summaries_line(event: Mapping[str, Any]) -> Text:
+    text = Text("summarised the evidence", style="cyan")
+    if event.get("local_summary"):
+        text.append(" (global and local pathway)")
+    return text
+
+
+def judgment_line(event: Mapping[str, Any]) -> Text:
+    if event.get("sufficient"):
+        return Text("reasoner: enough to answer", style="green")
+    extra = "" if event.get("parsed", True) else " (reply did not parse)"
+    return Text("reasoner: not enough yet" + extra, style="yellow")
+
+
+def sub_question_line(event: Mapping[str, Any]) -> Text:
+    if event.get("accepted"):
+        return Text("sub-question: ", style="cyan") + Text(str(event.get("sub_question")))
+    return Text(f"plan refused: {event.get('reason')}", style="red")
+
+
 SPEC = MethodSpec(
     name="resp",
     title="ReSP (Jiang et al., 2024)",
@@ -69,6 +96,11 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("memory",),
     trace_view="resp",
+    progress={
+        "summaries": summaries_line,
+        "judgment": judgment_line,
+        "sub_question": sub_question_line,
+    },
 )
 
 build = SPEC.build

@@ -1,9 +1,10 @@
 """How the command line writes to the terminal: the stderr console, and the graph's progress
 events (its ``custom`` stream) rendered as one line each.
 
-Each event type has a small renderer in ``RENDERERS`` (event -> a line, several lines, or
-nothing). ``renderers_for(method)`` adds a method's own renderers on top, so a new method's
-events show without an ``elif`` here; an event type nobody renders prints nothing.
+Each event type of the shared steps (retrieve, the note steps, answer) has a small renderer in
+``RENDERERS`` (event -> a line, several lines, or nothing). ``renderers_for(method)`` adds the
+method's own from its declaration (``MethodSpec.progress``), so a new method's events show
+without a change here; an event type nobody renders prints nothing.
 """
 
 from __future__ import annotations
@@ -76,53 +77,6 @@ def verdict_line(event: Event) -> Text:
     return text
 
 
-def filter_line(event: Event) -> Text:
-    useful = event.get("useful")
-    text = Text("kept " if useful else "filtered out ", style="green" if useful else "red")
-    text.append(str(event.get("title") or event.get("id", "?")))
-    if not event.get("parsed", True):
-        text.append(" (verdict did not parse: kept)", style="yellow")
-    return text
-
-
-def sentences_line(event: Event) -> Text:
-    count = len(event.get("passages") or [])
-    return Text(f"extracted helpful sentences of {count} {plural(count, 'passage')}", style="cyan")
-
-
-def memory_review_line(event: Event) -> Text:
-    return Text(f"{event.get('agent', 'agent')} revised the memory draft", style="cyan")
-
-
-def sufficiency_line(event: Event) -> Text:
-    sufficient, reason = event.get("sufficient"), str(event.get("reason") or "")
-    if sufficient:
-        text = Text("memory sufficient to answer", style="green")
-    else:
-        text = Text("memory not sufficient yet", style="yellow")
-    return text.append(f" ({reason})" if reason else "")
-
-
-def summaries_line(event: Event) -> Text:
-    text = Text("summarised the evidence", style="cyan")
-    if event.get("local_summary"):
-        text.append(" (global and local pathway)")
-    return text
-
-
-def judgment_line(event: Event) -> Text:
-    if event.get("sufficient"):
-        return Text("reasoner: enough to answer", style="green")
-    extra = "" if event.get("parsed", True) else " (reply did not parse)"
-    return Text("reasoner: not enough yet" + extra, style="yellow")
-
-
-def sub_question_line(event: Event) -> Text:
-    if event.get("accepted"):
-        return Text("sub-question: ", style="cyan") + Text(str(event.get("sub_question")))
-    return Text(f"plan refused: {event.get('reason')}", style="red")
-
-
 def answer_line(event: Event) -> Text | None:
     # On a terminal the answer follows on stdout; repeat it here only when stdout goes
     # elsewhere, so the person watching still sees it.
@@ -136,13 +90,6 @@ RENDERERS: dict[str, Renderer] = {
     "note": note_line,
     "queries": queries_lines,
     "verdict": verdict_line,
-    "filter": filter_line,
-    "sentences": sentences_line,
-    "memory_review": memory_review_line,
-    "sufficiency": sufficiency_line,
-    "summaries": summaries_line,
-    "judgment": judgment_line,
-    "sub_question": sub_question_line,
     "answer": answer_line,
 }
 
@@ -156,9 +103,11 @@ SPINNER: dict[str, Callable[[Event], str]] = {
 
 
 def method_renderers(method: str) -> Mapping[str, Renderer]:
-    """The method's own renderers, which win over ``RENDERERS`` for its events."""
-    # Wired to MethodSpec.progress by the registry.
-    return {}
+    """The method's own renderers (its declaration's ``progress``), which win over
+    ``RENDERERS`` for its events."""
+    from noterag.methods import METHODS
+
+    return METHODS[method].progress if method in METHODS else {}
 
 
 def renderers_for(method: str) -> Mapping[str, Renderer]:
