@@ -624,3 +624,47 @@ def test_index_dense_then_ask_over_it(tmp_path: Path, scripted: dict[str, Any]):
     result = cli("ask", QUESTION, "--index", f"dense:{out}", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["passage_ids"]
+
+
+def test_a_prompt_file_replaces_one_prompt_for_the_run(
+    index_dir: Path, scripted: dict[str, Any], tmp_path: Path
+):
+    variant = tmp_path / "refine.txt"
+    variant.write_text("Two new questions about {query}, please. Known: {note} | asked: {query_log}")
+    result = cli("ask", QUESTION, "--index", str(index_dir), "--max-steps", "1",
+                 "--prompt", f"refine_query={variant}")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (sent,) = scripted["model"].prompts_for("refine_query")
+    assert sent.startswith(f"Two new questions about {QUESTION}, please. Known: ")
+    # the verbatim prompt is untouched for the next run
+    assert cli("ask", QUESTION, "--index", str(index_dir), "--max-steps", "1").exit_code == 0
+    assert scripted["model"].prompts_for("refine_query")[1].startswith("Task: Based on the notes")
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ("nonsense={file}", "no prompt named 'nonsense'; prompts: init_note, refine_query"),
+        ("refine_query=/nonexistent/p.txt", "--prompt refine_query: cannot read /nonexistent/p.txt"),
+        ("refine_query", "--prompt takes NAME=FILE"),
+    ],
+)
+def test_bad_prompt_overrides_are_one_error_line_before_any_model(
+    index_dir: Path, scripted: dict[str, Any], tmp_path: Path, pair: str, message: str
+):
+    (tmp_path / "p.txt").write_text("x {query}")
+    result = cli("ask", QUESTION, "--index", str(index_dir), "--prompt", pair.format(file=tmp_path / "p.txt"))
+    assert_one_error_line(result, message)
+    assert scripted["model"].calls == []
+
+
+def test_an_unknown_method_is_a_usage_error_naming_the_methods(index_dir: Path):
+    result = cli("ask", QUESTION, "--method", "deepnot", "--index", str(index_dir))
+    assert result.exit_code == 2
+    assert "'deepnot' is not a method; choose one of adaptive-note, deepnote" in result.output
+
+
+def test_methods_says_which_profile_produced_the_published_numbers():
+    out = cli("methods").stdout
+    assert "official (reproduces the official code: the configuration that produced the published numbers)" in " ".join(out.split())
+    assert "prompts (--prompt NAME=FILE): init_note, refine_query" in " ".join(out.split())

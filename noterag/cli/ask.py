@@ -23,28 +23,26 @@ from noterag.cli.local import guard_of
 from noterag.cli.options import (
     IndexOption,
     MaxRetriesOption,
-    Method,
     ProfileName,
+    PromptOption,
     Task,
     TimeoutOption,
     context_default,
+    method_option,
     model_settings,
     parse_context,
+    prompt_overrides,
     retriever_spec,
 )
 from noterag.cli.render import Progress, plural, status, stderr_console
 from noterag.cli.trace import write_trace
 from noterag.errors import ConfigError, NoteragError
-from noterag.methods import METHODS
 
 
 def ask_command(
     ctx: typer.Context,
     question: Annotated[str, typer.Argument(help="The question to answer.", show_default=False)],
-    method: Annotated[
-        Method,
-        typer.Option("--method", "-m", help="The method to run: " + ", ".join(METHODS) + "."),
-    ] = Method["deepnote"],
+    method: Annotated[str, method_option()] = "deepnote",
     index: IndexOption = None,
     model: Annotated[
         str | None,
@@ -152,6 +150,7 @@ def ask_command(
             show_default=False,
         ),
     ] = None,
+    prompts: PromptOption = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -195,7 +194,9 @@ def ask_command(
             if value is not None
         }
         # Validate the settings before starting a model: the context dataclass owns the rules.
-        context = parse_context(method.value, context, extra or [])
+        context = parse_context(method, context, extra or [])
+        if prompts:
+            context["prompts"] = prompt_overrides(method, prompts)
         if html_out is not None:
             from noterag.trace import check_writable
 
@@ -209,11 +210,11 @@ def ask_command(
             import noterag
 
             chat_model = load_model(model, console, model_settings(timeout, max_retries))
-            graph = noterag.build_graph(method.value, model=chat_model, retriever=retriever)
+            graph = noterag.build_graph(method, model=chat_model, retriever=retriever)
             from noterag.models import count_retries
 
             with guard.leave_at_once_on_interrupt(), count_retries() as retries:
-                final = run(graph, method.value, question.strip(), context, console)
+                final = run(graph, method, question.strip(), context, console)
         print_result(final, as_json)
         if html_out is not None:
             write_trace(final, html_out, console)

@@ -18,14 +18,15 @@ from noterag.cli.options import (
     FormatOption,
     IndexOption,
     MaxRetriesOption,
-    Method,
+    PromptOption,
     TimeoutOption,
+    method_option,
     model_settings,
     parse_context,
+    prompt_overrides,
     retriever_spec,
 )
 from noterag.cli.render import stderr_console
-from noterag.methods import METHODS
 
 
 class PlotX(str, Enum):
@@ -35,15 +36,7 @@ class PlotX(str, Enum):
 
 def eval_command(
     ctx: typer.Context,
-    method: Annotated[
-        Method,
-        typer.Option(
-            "--method",
-            "-m",
-            help="The method to run: " + ", ".join(METHODS) + ".",
-            show_default=False,
-        ),
-    ],
+    method: Annotated[str, method_option(show_default=False)],
     dataset: Annotated[
         Path,
         typer.Option(
@@ -111,6 +104,7 @@ def eval_command(
             show_default=False,
         ),
     ] = None,
+    prompts: PromptOption = None,
     dataset_format: FormatOption = None,
     retry_errors: Annotated[
         bool,
@@ -128,14 +122,16 @@ def eval_command(
     console = stderr_console(quiet)
     guard = guard_of(ctx)
     with user_errors(guard):
-        context = parse_context(method.value, {}, extra or [])
+        context = parse_context(method, {}, extra or [])
+        if prompts:
+            context["prompts"] = prompt_overrides(method, prompts)
         spec = retriever_spec(index, console)
         from noterag.eval.report import print_summary
         from noterag.eval.runner import run_eval
 
         with guard.owned(), guard.leave_at_once_on_interrupt():
             summary = run_eval(
-                method.value,
+                method,
                 dataset,
                 out,
                 index=spec,

@@ -1,26 +1,49 @@
-"""``noterag methods``: each method's settings (for ``--context KEY=VALUE``) with defaults."""
+"""``noterag methods``: every registered method as its declaration describes it: what it is, its
+profiles, model roles and prompts, and its settings (for ``--context KEY=VALUE``) with defaults."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import MISSING, fields
 
 from rich.console import Console
+from rich.text import Text
 
-from noterag.methods import METHODS, context_schema
+from noterag.methods import METHODS
+
+PROFILE_NOTES = {
+    "paper": "the printed paper's method",
+    "official": "reproduces the official code: the configuration that produced the published "
+    "numbers",
+}
 
 
 def methods_command() -> None:
-    """List the methods and each one's settings (for --context KEY=VALUE), with defaults."""
+    """List the methods: what each is, its profiles, roles, prompts and settings (for --context
+    KEY=VALUE), with defaults."""
     from rich.table import Table
 
+    from noterag.spec import prompt_names
+
     console = Console(highlight=False)
-    for method in METHODS:
-        schema = context_schema(method)
-        table = Table(title=method, title_justify="left", show_edge=False)
-        table.add_column("setting", style="bold")
+    for name, spec in METHODS.items():
+        console.print(Text(name, style="bold") + Text(f" — {spec.title}"))
+        console.print(Text(f"  {spec.summary}"))
+        profiles = "; ".join(f"{p} ({PROFILE_NOTES.get(p, p)})" for p in spec.profiles)
+        console.print(Text(f"  profiles: {profiles}"))
+        console.print(Text(f"  model roles (--<role>_model in Python): {', '.join(spec.roles)}"))
+        console.print(
+            Text(
+                f"  prompts (--prompt NAME=FILE): {', '.join(prompt_names(spec.prompts['paper']))}"
+            )
+        )
+        table = Table(show_edge=False, pad_edge=False, box=None, padding=(0, 2))
+        table.add_column("  setting", style="bold")
         table.add_column("default")
         table.add_column("meaning")
-        for f in fields(schema):
-            table.add_row(f.name, repr(f.default), f.metadata.get("description", ""))
+        for f in fields(spec.context):
+            if f.name == "prompts":  # set with --prompt
+                continue
+            default = "" if f.default is MISSING else repr(f.default)
+            table.add_row(f"  {f.name}", default, f.metadata.get("description", ""))
         console.print(table)
         console.print()

@@ -26,11 +26,68 @@ from noterag.context import (
 from noterag.errors import ConfigError, IndexNotFoundError
 from noterag.methods import METHODS, context_schema
 
-# Every registered method, task and profile, so a new one needs no CLI change.
-# (Built from data, so a type checker sees them as enums without members.)
-Method = Enum("Method", {name.replace("-", "_"): name for name in METHODS}, type=str)  # type: ignore[misc]
+# Every task and profile, so a new one needs no CLI change. (Built from data, so a type checker
+# sees them as enums without members.) A method is checked against the registry when the
+# command runs (known_method), so a method registered after import (a user's package, a test)
+# is one too.
 Task = Enum("Task", {name: name for name in TASKS}, type=str)  # type: ignore[misc]
 ProfileName = Enum("ProfileName", {name: name for name in PROFILES}, type=str)  # type: ignore[misc]
+
+def known_method(value: str | None) -> str | None:
+    """``--method``: a registered method (as a usage error, like any bad option value)."""
+    if value is not None and value not in METHODS:
+        raise typer.BadParameter(f"{value!r} is not a method; choose one of {', '.join(METHODS)}")
+    return value
+
+
+def _complete_method(incomplete: str) -> list[str]:
+    return [name for name in METHODS if name.startswith(incomplete)]
+
+
+def method_option(**kwargs: Any) -> Any:
+    """The ``--method`` option of ``ask`` and ``eval``."""
+    return typer.Option(
+        "--method",
+        "-m",
+        help="The method to run: " + ", ".join(METHODS) + " (`noterag methods` describes each).",
+        callback=known_method,
+        autocompletion=_complete_method,
+        **kwargs,
+    )
+
+
+PromptOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--prompt",
+        help="Replace one of the method's prompts for this run: NAME=FILE, the file holding the "
+        "template text with the same {slots} (repeatable; NAME as `noterag methods` lists them, "
+        "e.g. refine_query or answer.multihop). The verbatim prompt files stay as they are.",
+        show_default=False,
+    ),
+]
+
+
+def prompt_overrides(method: str, pairs: list[str]) -> dict[str, str]:
+    """``--prompt NAME=FILE`` pairs as the context's ``prompts``: each file read, each name
+    checked against the method's prompts, before any model starts."""
+    from noterag.spec import override_prompts
+
+    overrides: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, file = pair.partition("=")
+        if not sep or not name.strip() or not file.strip():
+            raise ConfigError(f"--prompt takes NAME=FILE, not {pair!r}")
+        path = Path(file.strip()).expanduser()
+        try:
+            overrides[name.strip()] = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            reason = getattr(err, "strerror", None) or "not UTF-8 text"
+            raise ConfigError(f"--prompt {name.strip()}: cannot read {path}: {reason}") from None
+    for prompt_set in METHODS[method].prompts.values():
+        override_prompts(prompt_set, overrides)  # an unknown name: one error line naming them
+    return overrides
+
 
 # Shared by `ask` and `eval`.
 IndexOption = Annotated[
