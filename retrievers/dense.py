@@ -271,11 +271,11 @@ def _embed_batched(embedder: Embeddings, chunk: list[Passage], batch_size: int) 
     encode_kwargs = getattr(embedder, "encode_kwargs", None)
     if isinstance(encode_kwargs, dict):
         # HuggingFaceEmbeddings reads its batch size from encode_kwargs at each call.
-        embedder.encode_kwargs = {**encode_kwargs, "batch_size": batch_size}
+        setattr(embedder, "encode_kwargs", {**encode_kwargs, "batch_size": batch_size})  # noqa: B010
         try:
             return embedder.embed_documents(texts)
         finally:
-            embedder.encode_kwargs = encode_kwargs
+            setattr(embedder, "encode_kwargs", encode_kwargs)  # noqa: B010
     return embedder.embed_documents(texts)
 
 
@@ -330,7 +330,8 @@ class DenseIndex:
             ) from None
         count, dim = self.manifest.get("count"), self.manifest.get("dim")
         if (
-            self.vectors.dtype != np.float32
+            not isinstance(count, int)
+            or self.vectors.dtype != np.float32
             or self.vectors.shape != (count, dim)
             or self.offsets.shape != (count + 1,)
         ):

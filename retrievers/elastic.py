@@ -402,7 +402,7 @@ def _actions(index: str, passages: Iterator[Passage]) -> Iterator[dict[str, Any]
 
 def _failure(item: Mapping[str, Any]) -> tuple[str, str]:
     """(id, reason) of a failed bulk item ``{"index": {"_id", "status", "error"}}``."""
-    info = next(iter(item.values()), {}) if item else {}
+    info: Mapping[str, Any] = next(iter(item.values()), {}) if item else {}
     error = info.get("error")
     if isinstance(error, Mapping):
         reason = f"{error.get('type', 'error')}: {error.get('reason', '')}".strip()
@@ -504,7 +504,7 @@ class ElasticsearchBM25Retriever(SearchMixin, ElasticsearchRetriever):
             raise ElasticsearchUnavailableError(
                 f"cannot reach Elasticsearch at {self.url}; {START_HINT}"
             ) from None
-        return [self.document_mapper(hit) for hit in result["hits"]["hits"]]
+        return [hit_to_document(hit) for hit in result["hits"]["hits"]]
 
 
 def _client_url(client: Elasticsearch) -> str:

@@ -21,6 +21,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig
 from pydantic import Field, field_validator
 
 from .base import SearchMixin
@@ -56,7 +57,7 @@ class HybridRetriever(SearchMixin, BaseRetriever):
         k = self._resolve_k(k)
         if k == 0:
             return []
-        config = {"callbacks": run_manager.get_child()}
+        config: RunnableConfig = {"callbacks": run_manager.get_child()}
         results = [
             retriever.invoke(query, config, k=k * self.fetch_factor)
             for retriever in self.retrievers
@@ -73,7 +74,7 @@ class HybridRetriever(SearchMixin, BaseRetriever):
         k = self._resolve_k(k)
         if k == 0:
             return []
-        config = {"callbacks": run_manager.get_child()}
+        config: RunnableConfig = {"callbacks": run_manager.get_child()}
         # Concurrent: the retrievers run in their own threads or on the network.
         results = await asyncio.gather(
             *(
@@ -101,9 +102,9 @@ class HybridRetriever(SearchMixin, BaseRetriever):
         ordered = sorted(fused.values(), key=lambda e: (-e["score"], min(e["ranks"].values())))
         out = []
         for entry in ordered[:k]:
-            document: Document = entry["document"]
-            metadata = {**document.metadata, "score": entry["score"], "ranks": entry["ranks"]}
-            out.append(document.model_copy(update={"metadata": metadata}))
+            best: Document = entry["document"]
+            metadata = {**best.metadata, "score": entry["score"], "ranks": entry["ranks"]}
+            out.append(best.model_copy(update={"metadata": metadata}))
         return out
 
 

@@ -81,7 +81,7 @@ def test_progress_events_are_typed_and_come_before_the_answer_tokens(method: str
             json.dumps(chunk)  # a chat frontend receives it as JSON
             order.append("event:" + chunk["type"])
         else:
-            message, meta = chunk
+            _message, meta = chunk
             assert meta["langgraph_node"] == "answer"  # only the answer's tokens stream
             order.append("token")
     assert "token" in order

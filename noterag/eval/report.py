@@ -238,16 +238,17 @@ def percentile(sorted_values: Sequence[float], q: float) -> float | None:
 
 def busy_seconds(intervals: Iterable[tuple[float, float]]) -> float:
     """Length of the union of [start, end] intervals."""
-    total, current_start, current_end = 0.0, None, None
+    total = 0.0
+    current: tuple[float, float] | None = None
     for start, end in sorted(intervals):
-        if current_end is None or start > current_end:
-            if current_end is not None:
-                total += current_end - current_start
-            current_start, current_end = start, end
+        if current is None or start > current[1]:
+            if current is not None:
+                total += current[1] - current[0]
+            current = (start, end)
         else:
-            current_end = max(current_end, end)
-    if current_end is not None:
-        total += current_end - current_start
+            current = (current[0], max(current[1], end))
+    if current is not None:
+        total += current[1] - current[0]
     return total
 
 

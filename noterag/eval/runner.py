@@ -110,7 +110,7 @@ def run_eval(
     if fair_topk_from is not None:
         context["top_k"] = fair_top_k(method, fair_topk_from, context)
     resolve_context(context_schema(method), context)  # unknown method or bad setting: fail now
-    examples = load_dataset(dataset, format=format, limit=limit)
+    examples = load_dataset(Path(dataset), format=format, limit=limit)
     index_spec = _index_spec(index)
     config = {
         "method": method,
