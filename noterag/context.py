@@ -10,6 +10,8 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from pydantic import TypeAdapter, ValidationError
+
 from noterag.errors import ConfigError
 
 TASKS = ("multihop", "asqa", "strategyqa", "crud")
@@ -205,9 +207,6 @@ def resolve_context(schema: type[RunContext], value: Any) -> RunContext:
     return schema(**value)
 
 
-_TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
-
-
 def context_from_pairs(schema: type[RunContext], pairs: list[str]) -> dict[str, Any]:
     """``["max_steps=2", "chunk_filter=false"]`` as typed context values for ``schema``, for the
     command line; an unknown key or a value of the wrong type is one clear error."""
@@ -238,14 +237,10 @@ def _convert(key: str, raw: str, hint: Any) -> Any:
     if typing.get_origin(target) is dict:
         raise ConfigError(f"{key} is not a KEY=VALUE setting; use --prompt NAME=FILE")
     if typing.get_origin(target) is Literal:
-        return raw
-    if target is bool:
-        if raw.lower() in _TRUE | _FALSE:
-            return raw.lower() in _TRUE
-        raise ConfigError(f"{key} takes true or false, not {raw!r}")
-    if target in (int, float):
-        try:
-            return target(raw)
-        except ValueError:
-            raise ConfigError(f"{key} takes a number ({target.__name__}), not {raw!r}") from None
-    return raw
+        return raw  # the context dataclass names the choices in its own message
+    # pydantic's lax mode reads "2", "0.5", "yes" / "off" as the field's type
+    try:
+        return TypeAdapter(target).validate_python(raw)
+    except ValidationError:
+        expected = "true or false" if target is bool else f"a number ({target.__name__})"
+        raise ConfigError(f"{key} takes {expected}, not {raw!r}") from None
