@@ -16,6 +16,12 @@ an index manifest, a pooled corpus):
 An error or an interrupt at any point before step 3 removes the temporary file and leaves the
 old file untouched. Appending (results.jsonl's rows) is not a rewrite: the runner fsyncs each
 appended line itself, and ``fsync_dir`` after creating the file.
+
+A file the user names as an output (``trace --html``, ``ask --html``, ``compare --plot``) is
+checked by ``check_output_file`` before any work is spent on it: it must be writable, and an
+existing file is replaced only if it is empty or noterag wrote it (the caller recognises its
+own files), unless the user says ``--force``. A page or plot never replaces a corpus, a note or
+a photo by a slip of the command line.
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from noterag.errors import ConfigError
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:
@@ -92,3 +100,61 @@ def atomic_write_json(path: str | os.PathLike[str], value: Any) -> None:
     """Replace ``path`` with ``value`` as indented UTF-8 JSON (noterag's JSON files: run.json,
     summary.json, index manifests), atomically and durably."""
     atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+
+
+def check_output_file(
+    path: str | os.PathLike[str],
+    *,
+    option: str,
+    ours: Callable[[Path], bool],
+    what: str,
+    force: bool = False,
+    make_parent: bool = False,
+) -> Path:
+    """Check, before the work that produces it, that ``path`` can take an output file: not a
+    directory, in a directory that exists (or is created, ``make_parent``) and where a file
+    can be created, and, if it exists, empty or ``ours(path)`` (a file noterag wrote) unless
+    ``force``. ``option`` names the command-line option in messages, ``what`` the kind of
+    file ("a page", "a plot"). Raises ConfigError with one line saying what is wrong."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{option} {path} is a directory; give a file name")
+    parent = path.parent
+    if make_parent and not parent.exists():
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{option} {path}: cannot create {parent}: {_reason(exc)}") from None
+    if not parent.exists():
+        raise ConfigError(f"{option} {path}: directory {parent} does not exist")
+    if not parent.is_dir():
+        raise ConfigError(f"{option} {path}: {parent} is not a directory")
+    if path.exists() and not force and path.stat().st_size > 0 and not ours(path):
+        raise ConfigError(
+            f"{option} {path} exists and is not {what} noterag wrote; refusing to overwrite it "
+            "(choose another name, or --force to overwrite it)"
+        )
+    # Permissions, a read-only or full filesystem: try what the write will do, a temporary
+    # sibling (which also covers root, for whom permission bits say little).
+    probe = _temporary_sibling(path)
+    try:
+        open(probe, "xb").close()
+    except OSError as exc:
+        raise ConfigError(f"{option}: cannot write {path}: {_reason(exc)}") from None
+    probe.unlink(missing_ok=True)
+    return path
+
+
+def file_starts_with(path: Path, *markers: bytes, within: int = 4096) -> bool:
+    """Whether the first ``within`` bytes of ``path`` hold every one of ``markers`` (how a
+    caller recognises a file it wrote); False when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(within)
+    except OSError:
+        return False
+    return all(marker in head for marker in markers)
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)

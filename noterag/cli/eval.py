@@ -166,6 +166,14 @@ def compare_command(
         PlotX,
         typer.Option("--x", help="The plot's x axis: LLM calls or tokens per question."),
     ] = PlotX.calls,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Overwrite the --plot file even if it is not a plot noterag wrote (by default "
+            "only an empty file or an earlier plot is replaced).",
+        ),
+    ] = False,
 ) -> None:
     """Compare runs: a markdown table (metrics, LLM calls, tokens, passages, latency) and a plot.
 
@@ -177,5 +185,7 @@ def compare_command(
 
         click.echo(compare(run_dirs), nl=False)
         if not no_plot:
-            written = plot(run_dirs, plot_path, x="llm_calls" if x is PlotX.calls else "tokens")
+            written = plot(
+                run_dirs, plot_path, x="llm_calls" if x is PlotX.calls else "tokens", force=force
+            )
             console.print(Text(f"plot written to {written}", style="dim"))

@@ -23,6 +23,7 @@ How the numbers are made:
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -33,7 +34,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from noterag._fs import atomic_write_json
+from noterag._fs import atomic_write_bytes, atomic_write_json, check_output_file, file_starts_with
 from noterag.errors import NoteragError
 
 RUN_FILE = "run.json"
@@ -362,17 +363,36 @@ _MARKERS = "os^DvP*X<>p"
 PLOT_X = {"llm_calls": "LLM calls per question", "tokens": "tokens per question"}
 
 
+# How a plot noterag wrote is told from a user's PNG that --plot must not overwrite: the PNG's
+# Software text chunk, which matplotlib writes before the image data.
+_PLOT_SOFTWARE = "noterag compare"
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def is_noterag_plot(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` holds a plot ``plot`` wrote (a PNG whose Software chunk names us)."""
+    return file_starts_with(Path(path), _PNG_MAGIC, b"Software\x00" + _PLOT_SOFTWARE.encode())
+
+
 def plot(
     run_dirs: Sequence[str | os.PathLike[str]],
     out_png: str | os.PathLike[str],
     x: str = "llm_calls",
+    force: bool = False,
 ) -> Path:
     """A PNG scatter of quality against cost: one panel per metric (EM and F1 for multi-hop
     runs; the first two metrics the runs share otherwise, the papers' before ours: Acc and
     Acc (strict) for StrategyQA), one labelled point per run, x the
-    mean LLM calls (``x="llm_calls"``) or tokens (``x="tokens"``) per question."""
+    mean LLM calls (``x="llm_calls"``) or tokens (``x="tokens"``) per question.
+
+    ``out_png`` is written atomically, and only if it is new, empty or a plot noterag wrote
+    (``force``: whatever it is), checked before anything is computed."""
     if x not in PLOT_X:
         raise NoteragError(f"plot x must be one of {', '.join(PLOT_X)}, not {x!r}")
+    out = check_output_file(
+        out_png, option="--plot", ours=is_noterag_plot, what="a plot", force=force,
+        make_parent=True,
+    )  # fmt: skip
     try:
         import matplotlib
     except ImportError:
@@ -412,8 +432,11 @@ def plot(
     rows = math.ceil(len(names) / 2)
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, min(0.5, 0.05 * rows + 0.03), 1, 1))
-    out = Path(out_png)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png", dpi=120)
+    png = io.BytesIO()
+    fig.savefig(
+        png, format="png", dpi=120,
+        metadata={"Software": f"{_PLOT_SOFTWARE} (Matplotlib {matplotlib.__version__})"},
+    )  # fmt: skip
     plt.close(fig)
+    atomic_write_bytes(out, png.getvalue())
     return out
