@@ -153,3 +153,15 @@ def iter_retgen_stop(
     if state.get("steps", 0) + 1 >= ctx.max_steps:
         return f"{ctx.max_steps} iteration(s) (max_steps = T = {ctx.max_steps})"
     return None
+
+
+def adaptive_rag_stop(
+    state: Mapping[str, Any], ctx: Any, profile: Profile | None = None
+) -> str | None:
+    """Adaptive-RAG: routes A (no retrieval) and B (single-step) answer after their one pass;
+    route C (multi-step) stops where IRCoT stops."""
+    route = f"class {state.get('complexity')} ({state.get('strategy')})"
+    if state.get("strategy") == "ircot":
+        why = ircot_stop(state, ctx, profile)
+        return f"{route}: {why}" if why else None
+    return f"{route}: {single_pass(state, ctx, profile)}"
