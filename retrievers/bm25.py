@@ -44,9 +44,11 @@ from .indexdir import (
     MANIFEST_NAME,
     IndexBuild,
     ProgressReporter,
+    new_build_id,
     new_manifest,
     now,
     read_manifest,
+    require_passages,
     write_manifest,
 )
 
@@ -111,6 +113,8 @@ class BuildStats:
     seconds: float
     # kind of bad line -> lines skipped (see noterag.retrievers.corpus)
     skipped_by_kind: dict[str, int] = dataclass_field(default_factory=dict)
+    # (line number, reason) of the first skipped lines
+    skipped_examples: list[tuple[int, str]] = dataclass_field(default_factory=list)
 
 
 def build_bm25_index(
@@ -139,12 +143,14 @@ def build_bm25_index(
         stats = _write_index(
             corpus_path, build.path, progress, skip_bad_lines, heap_mb, num_threads, analyzer
         )
+        require_passages(corpus_path, stats)  # before the swap: an old index stays
         build.finish(_new_manifest(corpus_path, stats, analyzer))
     return BuildStats(
         index_dir=str(build.index_dir),
         passages=stats.passages,
         skipped_lines=stats.skipped,
         skipped_by_kind=dict(stats.skipped_by_kind),
+        skipped_examples=list(stats.skipped_examples),
         seconds=time.perf_counter() - started,
     )
 
@@ -323,6 +329,8 @@ class Bm25Index:
     def _refresh_manifest(self) -> None:
         self.manifest["count"] = self.num_passages
         self.manifest["updated"] = now()
+        # Other content under the same path: a new identity (see indexdir.index_identity).
+        self.manifest["build_id"] = new_build_id()
         write_manifest(self.index_dir, self.manifest)
 
 

@@ -23,17 +23,26 @@ kind in ``CorpusStats.skipped_by_kind``):
   the same id would silently replace or shadow it, and which one a user meant is unknowable;
 * ``line too long``: over ``MAX_LINE_BYTES`` (16 MiB). Longer lines are read in pieces and
   never held in memory, so a file that is not JSONL at all (one huge line) fails at once
-  instead of exhausting memory. Passages up to the limit (a whole long article) are indexed.
+  instead of exhausting memory. Passages up to the limit (a whole long article) are indexed;
+* ``invalid Unicode``: a field holding a lone surrogate (``"\\ud800"`` is valid JSON but no
+  text: no index, no prompt and no UTF-8 file can hold it).
+
+A UTF-8 byte order mark at the start of the file is ignored. A gzip file (recognised by its
+bytes, whatever its name) is decompressed as it is read; other compressions (bzip2, xz, zstd,
+zip) are named in the error.
 """
 
 from __future__ import annotations
 
+import codecs
+import gzip
 import json
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from noterag.errors import CorpusError
 
@@ -88,39 +97,51 @@ def iter_corpus(
     path = Path(path)
     stats = stats if stats is not None else CorpusStats()
     handle = open_corpus(path)
+    # A gzip file's progress is its compressed bytes, the size a progress bar knows.
+    file_offset = handle.file_offset if isinstance(handle, _GzipCorpus) else None
 
     # id -> first line number; needed to name both lines of a duplicate. Ids are short, so
     # this stays far below the index's own memory even for millions of passages.
     seen: dict[str, int] = {}
+    line_no = 0
     with handle:
-        for line_no, (raw, size) in enumerate(_lines(handle), start=1):
-            stats.bytes_read += size
-            try:
-                if raw is None:
-                    raise _BadLine(
-                        f"line is {size:,} bytes, over the {MAX_LINE_BYTES // 2**20} MiB "
-                        "limit for one passage",
-                        "line too long",
-                    )
-                if not raw.strip():
+        try:
+            for line_no, (raw, size) in enumerate(_lines(handle), start=1):
+                stats.bytes_read = file_offset() if file_offset else stats.bytes_read + size
+                if line_no == 1 and raw is not None and raw.startswith(codecs.BOM_UTF8):
+                    raw = raw[len(codecs.BOM_UTF8) :]  # a byte order mark some editors write
+                try:
+                    if raw is None:
+                        raise _BadLine(
+                            f"line is {size:,} bytes, over the {MAX_LINE_BYTES // 2**20} MiB "
+                            "limit for one passage",
+                            "line too long",
+                        )
+                    if not raw.strip():
+                        continue
+                    passage = _parse_line(raw)
+                    first = seen.get(passage["id"])
+                    if first is not None:
+                        raise _BadLine(
+                            f"duplicate id {passage['id']!r} (first seen on line {first})",
+                            "duplicate id",
+                        )
+                except _BadLine as exc:
+                    if not skip_bad_lines:
+                        raise CorpusError(
+                            f"{path.name} line {line_no}: {exc} (--skip-bad-lines skips such lines)"
+                        ) from None
+                    stats.record_skip(line_no, str(exc), exc.kind)
                     continue
-                passage = _parse_line(raw)
-                first = seen.get(passage["id"])
-                if first is not None:
-                    raise _BadLine(
-                        f"duplicate id {passage['id']!r} (first seen on line {first})",
-                        "duplicate id",
-                    )
-            except _BadLine as exc:
-                if not skip_bad_lines:
-                    raise CorpusError(
-                        f"{path.name} line {line_no}: {exc} (--skip-bad-lines skips such lines)"
-                    ) from None
-                stats.record_skip(line_no, str(exc), exc.kind)
-                continue
-            seen[passage["id"]] = line_no
-            stats.passages += 1
-            yield passage
+                seen[passage["id"]] = line_no
+                stats.passages += 1
+                yield passage
+        except (OSError, EOFError, zlib.error) as exc:
+            # Reading itself failed: a cut or corrupt gzip stream, a disk error.
+            what = "the gzip data is damaged" if file_offset else "cannot read the file"
+            raise CorpusError(
+                f"{path.name} line {line_no + 1}: {what} ({getattr(exc, 'strerror', None) or exc})"
+            ) from None
 
 
 def _lines(handle: BinaryIO) -> Iterator[tuple[bytes | None, int]]:
@@ -136,16 +157,60 @@ def _lines(handle: BinaryIO) -> Iterator[tuple[bytes | None, int]]:
         yield None, size + len(piece)
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+# The first bytes of the compressed files a corpus may come as, for an error that names them
+# (none of them can start a JSONL line).
+_COMPRESSED = (
+    (b"BZh", b"1AY&SY", "bzip2", "bunzip2"),
+    (b"\xfd7zXZ\x00", b"", "xz", "unxz"),
+    (b"\x28\xb5\x2f\xfd", b"", "zstd", "unzstd"),
+    (b"PK\x03\x04", b"", "zip", "unzip"),
+)
+
+
+class _GzipCorpus(gzip.GzipFile):
+    """A gzip corpus: closes its file with it and says how far into the file reading got."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+    def file_offset(self) -> int:
+        return self._raw.tell()
+
+
 def open_corpus(path: Path) -> BinaryIO:
-    """Open a corpus file for reading, or raise ``CorpusError`` saying why it cannot be."""
+    """Open a corpus file for reading (a gzip file decompressed as it is read), or raise
+    ``CorpusError`` saying why it cannot be."""
     try:
-        return path.open("rb")
+        raw = path.open("rb")
     except FileNotFoundError:
         raise CorpusError(f"corpus file not found: {path}") from None
     except IsADirectoryError:
         raise CorpusError(f"corpus path is a directory, not a JSONL file: {path}") from None
     except OSError as exc:
         raise CorpusError(f"cannot read corpus {path}: {exc.strerror or exc}") from None
+    try:
+        head = raw.peek(16)[:16]  # peek: a pipe cannot seek back
+    except OSError as exc:
+        raw.close()
+        raise CorpusError(f"cannot read corpus {path}: {exc.strerror or exc}") from None
+    if head.startswith(_GZIP_MAGIC):
+        return cast(BinaryIO, _GzipCorpus(raw))
+    for magic, block, kind, tool in _COMPRESSED:
+        if head.startswith(magic) and block in head:
+            raw.close()
+            raise CorpusError(
+                f"{path.name} is {kind}-compressed: decompress it first (`{tool} {path}`); "
+                "gzip files are read as they are"
+            )
+    return raw
 
 
 def _parse_line(raw: bytes) -> Passage:
@@ -162,9 +227,27 @@ def _parse_line(raw: bytes) -> Passage:
     if not isinstance(obj, dict):
         raise _BadLine(f"expected a JSON object, got {type(obj).__name__}", "not an object")
     passage = {"id": _passage_id(obj), **_title_and_text(obj)}
+    if b"\\u" in raw:  # only a JSON \u escape makes a lone surrogate, decoded UTF-8 never
+        _check_unicode(passage, "text" if "text" in obj else "contents")
     if not passage["title"].strip() and not passage["text"].strip():
         raise _BadLine("empty passage (no title and no text)", "empty passage")
     return passage
+
+
+def _check_unicode(passage: Passage, text_field: str) -> None:
+    """Refuse a field holding a lone surrogate: valid JSON, but no text (UTF-8 cannot encode
+    it, so the index, a prompt or a results file would fail on it later, far from its line)."""
+    for key in ("id", "title", "text"):
+        value = passage[key]
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            name = key if key == "id" or text_field == "text" else "contents"
+            raise _BadLine(
+                f'"{name}" holds a lone surrogate (\\u{ord(value[exc.start]):04x}), which is not '
+                "text",
+                "invalid Unicode",
+            ) from None
 
 
 def _passage_id(obj: dict[str, Any]) -> str:

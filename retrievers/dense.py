@@ -42,7 +42,7 @@ from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 from .base import IndexDirRetriever, to_document
 from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
 from .extras import DENSE_HINT, MissingExtraError
-from .indexdir import IndexBuild, ProgressReporter, new_manifest, read_manifest
+from .indexdir import IndexBuild, ProgressReporter, new_manifest, read_manifest, require_passages
 
 KIND = "dense"
 FORMAT_VERSION = 1
@@ -164,6 +164,8 @@ class DenseBuildStats:
     embed_seconds: float  # embedding only: passages / embed_seconds is the model's rate
     # kind of bad line -> lines skipped (see noterag.retrievers.corpus)
     skipped_by_kind: dict[str, int] = field(default_factory=dict)
+    # (line number, reason) of the first skipped lines
+    skipped_examples: list[tuple[int, str]] = field(default_factory=list)
 
 
 def build_dense_index(
@@ -196,12 +198,14 @@ def build_dense_index(
         stats, embed_seconds = _write_index(
             corpus_path, build.path, embedder, dim, batch_size, progress, skip_bad_lines
         )
+        require_passages(corpus_path, stats)  # before the swap: an old index stays
         build.finish(_new_manifest(corpus_path, stats, model_name, dim))
     return DenseBuildStats(
         index_dir=str(build.index_dir),
         passages=stats.passages,
         skipped_lines=stats.skipped,
         skipped_by_kind=dict(stats.skipped_by_kind),
+        skipped_examples=list(stats.skipped_examples),
         dim=dim,
         model=_manifest_model_name(model_name),
         seconds=time.perf_counter() - started,

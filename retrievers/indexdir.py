@@ -19,6 +19,7 @@ parent directory after it.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import shutil
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from noterag._fs import atomic_write_json, fsync_dir
-from noterag.errors import ConfigError, IndexNotFoundError
+from noterag.errors import ConfigError, CorpusError, IndexNotFoundError
 
 from .corpus import CorpusStats
 
@@ -108,10 +109,30 @@ def _fsync_files(directory: Path) -> None:
         fsync_dir(root)
 
 
+def require_passages(corpus_path: Path, stats: CorpusStats) -> None:
+    """Refuse to finish a build that indexed nothing: an empty index would answer every
+    question from nothing, silently."""
+    if stats.passages:
+        return
+    if not stats.skipped:
+        raise CorpusError(
+            f"{corpus_path.name} holds no passages (the file is empty or only blank lines); "
+            "nothing to index"
+        )
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in sorted(stats.skipped_by_kind.items()))
+    line, reason = stats.skipped_examples[0]
+    raise CorpusError(
+        f"{corpus_path.name}: all {stats.skipped:,} lines were skipped as bad ({kinds}; the "
+        f"first, line {line}: {reason}); nothing to index"
+    )
+
+
 def new_manifest(
     kind: str, format_version: int, corpus_path: Path, stats: CorpusStats, **fields: Any
 ) -> dict[str, Any]:
-    """A manifest: what every index records, around the engine's own ``fields``."""
+    """A manifest: what every index records, around the engine's own ``fields``. ``build_id``
+    is new for every build (and every change in place): an evaluation run records it and
+    refuses to mix answers from two different indexes under one path."""
     return {
         "kind": kind,
         "format_version": format_version,
@@ -120,7 +141,29 @@ def new_manifest(
         **fields,
         "corpus": str(corpus_path.resolve()),
         "created": now(),
+        "build_id": new_build_id(),
     }
+
+
+def new_build_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def index_identity(index_dir: str | os.PathLike[str]) -> str | None:
+    """What identifies the content of the index at ``index_dir``: its manifest's ``build_id``
+    (an index built before build ids: a digest of its manifest, which records when it was
+    built and last changed); None when there is no readable manifest."""
+    try:
+        text = (Path(index_dir) / MANIFEST_NAME).read_text(encoding="utf-8")
+        manifest = json.loads(text)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict):
+        return None
+    build_id = manifest.get("build_id")
+    if isinstance(build_id, str) and build_id:
+        return build_id
+    return "manifest-" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
 def now() -> str:

@@ -143,7 +143,14 @@ def index_command(
             summary.append(
                 f" ({stats.skipped_lines:,} bad {plural(stats.skipped_lines, 'line')} skipped: "
                 + ", ".join(f"{n:,} {kind}" for kind, n in sorted(stats.skipped_by_kind.items()))
-                + ")",
+                + f") at {_skipped_lines(stats.skipped_lines, stats.skipped_examples)}",
                 style="yellow",
             )
         console.print(summary)
+
+
+def _skipped_lines(count: int, examples: list[tuple[int, str]]) -> str:
+    """``line 7`` / ``lines 2, 5, 9 and 4 more``: where the skipped lines are, to fix them."""
+    shown = [str(line) for line, _ in examples[:5]]
+    more = f" and {count - len(shown):,} more" if count > len(shown) else ""
+    return f"{plural(count, 'line')} {', '.join(shown)}{more}"

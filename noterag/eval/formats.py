@@ -9,7 +9,7 @@ A null field counts as absent (exports write null for what a record lacks).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
 
@@ -31,7 +31,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from noterag.errors import ConfigError
 from noterag.eval.metrics import TASKS
-from noterag.eval.records import DatasetError, Record, json_type
+from noterag.eval.records import DatasetError, Record, field_subject, json_type
 
 
 @dataclass(frozen=True)
@@ -537,22 +537,7 @@ def error_line(error: ErrorDetails, prefix: tuple[str | int, ...] = ()) -> str:
     return f"{_subject(loc)} {phrase.format(got=json_type(value), shown=shown, **error.get('ctx', {}))}"
 
 
-def _subject(loc: Sequence[str | int]) -> str:
-    """``"answers"``, ``"qa_pairs" item 2``, ``"answers_objects[1].spans" item 3``: the
-    field's path with 1-based item numbers, the last one said as "item N"."""
-    if not loc:
-        return "the record"
-    *path, last = loc
-    if isinstance(last, int) and path:
-        return f'"{_path(path)}" item {last + 1}'
-    return f'"{_path([*path, last])}"'
-
-
-def _path(loc: Iterable[str | int]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part + 1}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
+_subject = field_subject  # the field naming the record reader's errors share
 
 
 # --------------------------------------------------------------------------- format names

@@ -2,15 +2,19 @@
 
 A file whose first non-blank character is ``[`` is one JSON array (its records are *items*);
 anything else is JSONL (its records are *lines*, blank ones skipped). A UTF-8 byte order mark is
-ignored. Every error is a ``DatasetError`` naming the file and the 1-based line or item.
+ignored; a gzip file is decompressed as it is read. Every error is a ``DatasetError`` naming the
+file and the 1-based line or item; a string holding a lone surrogate (``"\\ud800"``: valid
+JSON, but no text, which no results file or request could carry) is one, naming the field.
 """
 
 from __future__ import annotations
 
 import codecs
+import gzip
 import itertools
 import json
-from collections.abc import Iterable, Iterator
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -51,27 +55,36 @@ def json_type(value: Any) -> str:
 def iter_records(path: Path) -> Iterator[Record]:
     """Yield the JSON objects of a JSONL file or of a file holding one JSON array."""
     with _open(path) as handle:
-        # Look at the first non-blank line: "[" starts a JSON array, anything else is JSONL.
-        head: list[bytes] = []
-        for raw in handle:
-            if not head and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8) :]
-            head.append(raw)
-            if raw.strip():
-                break
-        if head and head[-1].lstrip().startswith(b"["):
-            yield from _array_records(path.name, b"".join(head) + handle.read())
-        else:
-            yield from _jsonl_records(path.name, itertools.chain(head, handle))
+        try:
+            # Look at the first non-blank line: "[" starts a JSON array, anything else is JSONL.
+            head: list[bytes] = []
+            for raw in handle:
+                if not head and raw.startswith(codecs.BOM_UTF8):
+                    raw = raw[len(codecs.BOM_UTF8) :]
+                head.append(raw)
+                if raw.strip():
+                    break
+            if head and head[-1].lstrip().startswith(b"["):
+                yield from _array_records(path.name, b"".join(head) + handle.read())
+            else:
+                yield from _jsonl_records(path.name, itertools.chain(head, handle))
+        except (OSError, EOFError, zlib.error) as exc:  # a cut gzip stream, a disk error
+            raise DatasetError(
+                f"cannot read {path.name}: {getattr(exc, 'strerror', None) or exc}"
+            ) from None
 
 
 def _open(path: Path) -> BinaryIO:
     try:
-        return path.open("rb")
+        handle = path.open("rb")
     except FileNotFoundError:
         raise DatasetError(f"dataset file not found: {path}") from None
     except OSError as exc:
         raise DatasetError(f"cannot read dataset {path}: {exc.strerror or exc}") from None
+    if handle.peek(2)[:2] == b"\x1f\x8b":  # gzip, by its bytes
+        handle.close()
+        return gzip.open(path, "rb")
+    return handle
 
 
 def _jsonl_records(name: str, lines: Iterable[bytes]) -> Iterator[Record]:
@@ -94,6 +107,8 @@ def _line_object(raw: bytes, where: str) -> dict[str, Any]:
         raise DatasetError(f"{where}: not valid JSON ({_json_message(exc)})") from None
     if not isinstance(obj, dict):
         raise DatasetError(f"{where}: expected a JSON object, got {json_type(obj)}")
+    if b"\\u" in raw:  # only a JSON \u escape makes a lone surrogate, decoded UTF-8 never
+        check_text(obj, where)
     return obj
 
 
@@ -111,12 +126,70 @@ def _array_records(name: str, data: bytes) -> Iterator[Record]:
         ) from None
     if not isinstance(items, list):  # "[1] [2]" and the like fail above; kept for safety
         raise DatasetError(f"{name}: expected a JSON array of objects")
+    escaped = b"\\u" in data
     for number, obj in enumerate(items, start=1):
         if not isinstance(obj, dict):
             raise DatasetError(
                 f"{name} item {number}: expected a JSON object, got {json_type(obj)}"
             )
+        if escaped:
+            check_text(obj, f"{name} item {number}")
         yield Record(name, "item", number, number, obj)
+
+
+def check_text(obj: dict[str, Any], where: str) -> None:
+    """Refuse a record holding a lone surrogate anywhere, naming the field."""
+    found = _lone_surrogate(obj, ())
+    if found is not None:
+        loc, char = found
+        raise DatasetError(
+            f"{where}: {field_subject(loc)} holds a lone surrogate (\\u{ord(char):04x}), which "
+            "is not text"
+        )
+
+
+def _lone_surrogate(
+    value: Any, loc: tuple[str | int, ...]
+) -> tuple[tuple[str | int, ...], str] | None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return loc, value[exc.start]
+        return None
+    items: Iterable[tuple[str | int, Any]]
+    if isinstance(value, dict):
+        for key in value:
+            if _lone_surrogate(key, ()) is not None:
+                return loc, next(c for c in key if "\ud800" <= c <= "\udfff")
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _lone_surrogate(item, (*loc, key))
+        if found is not None:
+            return found
+    return None
+
+
+def field_subject(loc: Sequence[str | int]) -> str:
+    """``"answers"``, ``"qa_pairs" item 2``, ``"answers_objects[1].spans" item 3``: a field's
+    path with 1-based item numbers, the last one said as "item N"."""
+    if not loc:
+        return "the record"
+    *path, last = loc
+    if isinstance(last, int) and path:
+        return f'"{_field_path(path)}" item {last + 1}'
+    return f'"{_field_path([*path, last])}"'
+
+
+def _field_path(loc: Iterable[str | int]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part + 1}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
 
 
 def _json_message(exc: json.JSONDecodeError) -> str:
