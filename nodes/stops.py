@@ -165,3 +165,15 @@ def adaptive_rag_stop(
         why = ircot_stop(state, ctx, profile)
         return f"{route}: {why}" if why else None
     return f"{route}: {single_pass(state, ctx, profile)}"
+
+
+def recomp_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str:
+    """RECOMP has no loop: it answers once the retrieved passages are compressed, without them
+    when the compression kept nothing (its selective augmentation)."""
+    mode, passages = state.get("compression"), len(state.get("passage_ids") or [])
+    if not (state.get("compressed") or "").strip():
+        return (
+            f"single pass: the {mode} compression of {passages} passage(s) kept nothing, "
+            "answered without them (selective augmentation)"
+        )
+    return f"single pass: {passages} passage(s) compressed ({mode})"

@@ -245,9 +245,12 @@ def test_a_pipeline_shaped_output_and_a_plain_function_are_read():
 
 def test_a_runnable_can_read_the_prompt_instead():
     seen: list[str] = []
-    classifier = RunnableModel(
-        runnable=RunnableLambda(lambda p: seen.append(p) or "B"), reads="prompt"
-    )
+
+    def llm(prompt: str) -> str:  # a non-chat LLM that follows instructions
+        seen.append(prompt)
+        return "B"
+
+    classifier = RunnableModel(runnable=RunnableLambda(llm), reads="prompt")
     out = run("adaptive-rag", ScriptedModel(script=script("A")), classifier_model=classifier)
     assert seen == [CLASSIFY] and out["complexity"] == "B"
 
