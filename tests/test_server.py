@@ -81,7 +81,9 @@ def test_deepnote_run_streams_notes_verdicts_and_the_answer(server: str) -> None
     assert len(answers) == 1 and updates[-1] is not None and "answer" in updates[-1], updates[-1]
     final = answers[0]
     assert isinstance(final["answer"], str) and final["answer"].strip()
-    assert "max_steps = 1" in final["stop_reason"]
+    # the stop decision is the stop_check step's, with its reason
+    stops = [update["stop_check"] for update in updates if update and update.get("stop_check")]
+    assert len(stops) == 1 and "max_steps = 1" in stops[0]["stop_reason"]
     assert final["answer"] == next(e for e in custom if e["type"] == "answer")["answer"]
 
 
