@@ -155,6 +155,32 @@ def iter_retgen_stop(
     return None
 
 
+def self_rag_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str:
+    """Self-RAG (short form) makes one pass: after the generations, say how the answer was
+    chosen (the retrieval decision, and the best-scored segment when it retrieved)."""
+    segments, score = state.get("segments") or [], state.get("retrieve_score")
+    if ctx.mode != "adaptive_retrieval":
+        decision = f"mode {ctx.mode}"
+    else:
+        sign = ">" if state.get("retrieved") else "<="
+        decision = f"[Retrieval] {score:.3g} {sign} threshold {ctx.threshold:g}"
+    if not state.get("retrieved"):
+        return f"single pass without retrieval ({decision}): the [No Retrieval] generation answers"
+    if not any(s.get("passage_id") for s in segments):
+        return (
+            f"single pass: retrieval ({decision}) found no passage: the [No Retrieval] "
+            "generation answers"
+        )
+    chosen = state.get("chosen") or 0
+    scores = [s["score"] for s in segments]
+    tied = sum(1 for s in scores if s == scores[chosen]) > 1
+    why = (
+        f"single pass with retrieval ({decision}): the generation for passage {chosen + 1} of "
+        f"{len(segments)} scored best ({scores[chosen]:.3f})"
+    )
+    return why + ("; a tie: the first" if tied else "")
+
+
 def adaptive_rag_stop(
     state: Mapping[str, Any], ctx: Any, profile: Profile | None = None
 ) -> str | None:

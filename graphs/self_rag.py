@@ -1,0 +1,290 @@
+"""Self-RAG (Asai et al., ICLR 2024): Self-Reflective Retrieval-Augmented Generation, the
+short-form inference of the paper's QA evaluation (Algorithm 1; AkariAsai/self-rag
+``retrieval_lm/run_short_form.py``, ``call_model_rerank_w_scores_batch``). It needs a
+Self-RAG-trained model (selfrag/selfrag_llama2_7b or _13b) and the log-probabilities of its
+reflection tokens:
+
+    x = "### Instruction:\\n" + q + "\\n\\n### Response:\\n"
+    adaptive: s = p([Retrieval]) / (p([Retrieval]) + p([No Retrieval]))    predict_retrieve
+              at the first token of M(x); retrieve iff s > threshold         (mode: or always / never)
+    if retrieve:
+        D = Retriever(q)                                                     retrieve  (top_k passages)
+        y_d = M(x + "[Retrieval]<paragraph>" + d + "</paragraph>")           generate  (each d, concurrently)
+        score(y_d) = s_seq + w_rel s_rel + w_sup s_sup + w_use s_use         generate  (IsRel, IsSup, IsUse)
+        y = y_d*,  d* = argmax_d score(y_d)  (ties: the first)               generate -> stop_check
+    else:
+        y = M(x + "[No Retrieval]")                                          generate -> stop_check
+    answer = y without its reflection tokens                                 answer
+
+No loop, so no max_steps: a run is one pass (stop_reason says which generation answered and
+why). The scores and what they read are in nodes/self_rag.py; the prompt pieces, word for word,
+in prompts/self_rag.py. One model makes every call (role ``generator``; stages
+``retrieve_token`` and ``generate``).
+
+Defaults. mode adaptive_retrieval, threshold 0.2 (the README's QA command; paper, Section 4.2:
+"we set the retrieval threshold to 0.2 for most tasks"); w_rel = 1.0, w_sup = 1.0,
+w_use = 0.5 (the paper's "1.0, 1.0 and 0.5"; the README's key parameters, "w_use (default
+0.5)"; the scoring functions' own defaults); both scripts' argparse default for --w_use is 1.0,
+so the README's QA command, which sets no weight, runs with 1.0, as FlashRAG's SelfRAGPipeline
+does: ``w_use=1`` reproduces those runs; use_seqscore on
+(the README's QA command passes --use_seqscore, and the paper's segment score is
+p(y_t | x, d, y_<t) + S(Critique)); --use_groundness and --use_utility on (``w_sup=0`` /
+``w_use=0`` switch them off). top_k = 5: ReSP (Jiang et al., 2024), the paper of ours that runs
+FlashRAG's setup, uses the top-5 documents for every method (FlashRAG's retrieval_topk; Self-RAG
+uses 5 for ARC and PubHealth, --ndocs 10 for PopQA). Greedy decoding (temperature 0, top_p 1)
+and 100 new tokens per generation (--max_new_tokens 100): the original's SamplingParams.
+
+Serving the model. Every call is one raw completion of the Self-RAG string; through an
+OpenAI-compatible chat endpoint (langchain-openai's ChatOpenAI, as every noterag method calls
+its model) the prompt is the one user message, so the server's chat template must pass it
+through untouched. The Self-RAG checkpoints are Llama-2 fine-tunes on this raw format and ship
+no chat template; serve them with vLLM and the pass-through template
+``prompts.self_rag.RAW_CHAT_TEMPLATE`` (BOS, then the message, as ``LLM.generate`` tokenizes
+the original's prompts)::
+
+    vllm serve selfrag/selfrag_llama2_7b --dtype half --max-logprobs 20 \\
+        --chat-template "{{ bos_token }}{% for message in messages %}{{ message['content'] }}{% endfor %}"
+    noterag ask "..." --method self-rag --model openai:selfrag/selfrag_llama2_7b@http://127.0.0.1:8000/v1
+
+Each call asks for ``logprobs`` with ``top_logprobs`` (20, OpenAI's and vLLM's default cap) and
+sends vLLM's ``skip_special_tokens: false`` in ``extra_body`` (the README's SamplingParams set
+it too): vLLM's default removes special tokens, the reflection tokens among them, from the
+reply's text and its log-probability listing. A completions endpoint (``/v1/completions``)
+would need no template, but noterag's models are chat models, and the template keeps the
+prompt byte for byte. Where the original asks vLLM for the log-probabilities of 5,000 (32,016
+for the decision) tokens at each position, an OpenAI-compatible endpoint lists the top 20: a
+reflection token outside them counts with the original's value for an unlisted token,
+exp(-100). A model that is not a Self-RAG model, or an endpoint that returns no
+log-probabilities, stops the run with one error naming the method and the model
+(nodes/self_rag.py).
+
+Where FlashRAG (RUC-NLPIR/FlashRAG, flashrag/pipeline/active_pipeline.py, SelfRAGPipeline)
+differs:
+- instruction: "Answer the following question, give me a short answer.\\n\\n## Input:\\n\\n"
+  before the question for datasets without a TASK_INST entry (its ``normal_qa``); the original
+  and we use the question alone (the prompt override ``instruction`` gives FlashRAG's);
+- passage: "<paragraph>{contents}</paragraph>", its corpus's contents field (title and text);
+- weights: w_use = 1.0 (see Defaults); logprobs=5 for the per-passage generations (ours: the
+  endpoint's top 20);
+- the retrieval decision, the decision call's one token and the answer clean-up (reflection
+  tokens, line breaks, a leading "#" or ":") are as here; it also adds a space after a sentence
+  end glued to a word (``fix_spacing``), which we do not.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Annotated, Any, Literal
+
+from langgraph.graph import END, StateGraph
+from rich.text import Text
+
+from noterag.context import RunContext
+from noterag.errors import ConfigError
+from noterag.nodes.retrieve import retrieve
+from noterag.nodes.self_rag import check_task, generate, predict, predict_retrieve, route
+from noterag.nodes.step import node
+from noterag.nodes.stops import self_rag_stop, stop_check
+from noterag.profiles import PAPER
+from noterag.prompts import self_rag as prompts
+from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.state import ChatFields, CostFields, Passage, merge_unique
+
+MODES = ("adaptive_retrieval", "always_retrieve", "no_retrieval")
+
+
+@dataclass(kw_only=True)
+class SelfRAGContext(RunContext):
+    """Self-RAG's inference settings (run_short_form.py's arguments, the paper's defaults)."""
+
+    task: Literal["multihop"] = field(
+        default="multihop",
+        metadata={
+            "description": "Answer style: multihop only (short answers: the paper's short-form "
+            "QA inference; its long-form segment search and closed-set scoring are not "
+            "implemented). An input's `task` is checked likewise."
+        },
+    )
+    mode: Literal["adaptive_retrieval", "always_retrieve", "no_retrieval"] = field(
+        default="adaptive_retrieval",
+        metadata={
+            "description": "adaptive_retrieval: the model's Retrieve token decides against the "
+            "threshold (one extra call); always_retrieve: retrieve for every question; "
+            "no_retrieval: answer after [No Retrieval] (run_short_form.py --mode)."
+        },
+    )
+    threshold: float = field(
+        default=0.2,
+        metadata={
+            "description": "Adaptive retrieval: retrieve when p([Retrieval]) / (p([Retrieval]) + "
+            "p([No Retrieval])) exceeds this (Self-RAG: 0.2)."
+        },
+    )
+    w_rel: float = field(
+        default=1.0,
+        metadata={"description": "Weight of the IsRel score ([Relevant]) in a segment's score."},
+    )
+    w_sup: float = field(
+        default=1.0,
+        metadata={
+            "description": "Weight of the IsSup score ([Fully supported] 1, [Partially "
+            "supported] 0.5) in a segment's score; 0: no support score."
+        },
+    )
+    w_use: float = field(
+        default=0.5,
+        metadata={
+            "description": "Weight of the IsUse score ([Utility:1..5] as -1 .. 1) in a segment's "
+            "score; 0: no utility score (the paper: 0.5; run_short_form.py's default: 1.0)."
+        },
+    )
+    use_seqscore: bool = field(
+        default=True,
+        metadata={
+            "description": "Add the generation's probability (exp of its mean token "
+            "log-probability) to a segment's score (run_short_form.py --use_seqscore)."
+        },
+    )
+    top_logprobs: int = field(
+        default=20,
+        metadata={
+            "description": "Log-probabilities listed per token (OpenAI and vLLM allow 20 unless "
+            "the server raises --max-logprobs); a reflection token outside them counts as "
+            "exp(-100)."
+        },
+    )
+    skip_special_tokens: bool | None = field(
+        default=False,
+        metadata={
+            "description": "vLLM's request field, sent in extra_body: false keeps the reflection "
+            "tokens in the reply and its log-probabilities (needed); None: not sent (for an "
+            "endpoint that refuses unknown fields and keeps special tokens itself)."
+        },
+    )
+    temperature: float | None = field(
+        default=None,
+        metadata={
+            "description": "Sampling temperature for every call (None: 0, the original's greedy "
+            "decoding)."
+        },
+    )
+    max_tokens: int | None = field(
+        default=None,
+        metadata={
+            "description": "New tokens per generation (None: 100, run_short_form.py "
+            "--max_new_tokens for QA); the retrieval decision generates one."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_task(self.task)
+        if self.mode not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ConfigError(f"threshold must be from 0 to 1, not {self.threshold}")
+        if self.top_logprobs < 1:
+            raise ConfigError(f"top_logprobs must be at least 1, not {self.top_logprobs}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ConfigError(f"max_tokens must be at least 1, not {self.max_tokens}")
+
+    def sampling(self) -> dict[str, Any]:
+        """The run's temperature and top_p; the token cap is set per call (one token for the
+        retrieval decision, ``max_tokens`` for a generation)."""
+        return {k: v for k, v in super().sampling().items() if k != "max_tokens"}
+
+
+class SelfRAGOutput(CostFields, ChatFields, total=False):
+    """What a Self-RAG run returns: the retrieval decision and the scored generations."""
+
+    question: str
+    answer: str
+    passage_ids: Annotated[list[str], merge_unique]
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    stop_reason: str
+    retrieved: bool  # the retrieval decision
+    retrieve_score: float | None  # p([Retrieval]) normalised; None in the fixed modes
+    # one per passage (or the one without retrieval): passage_id, title, text (with its
+    # reflection tokens), answer, reflection, relevance, support, utility, sequence, score
+    segments: list[dict[str, Any]]
+    chosen: int | None  # the index of the answering segment
+
+
+class SelfRAGState(SelfRAGOutput, total=False):
+    task: str
+    passages: list[Passage]
+    seen: Annotated[list[str], merge_unique]
+    # whether the decision call listed [Retrieval] / [No Retrieval] (None: no decision call)
+    retrieval_token_listed: bool | None
+
+
+def wire(graph: StateGraph, deps: Deps) -> None:
+    graph.add_node("predict_retrieve", node(predict_retrieve, deps))
+    graph.add_node("retrieve", node(retrieve, deps))
+    graph.add_node("generate", node(generate, deps))
+    graph.add_node(
+        "stop_check",
+        stop_check(self_rag_stop, deps, go_on="answer"),
+        destinations=("answer",),
+    )
+    graph.add_node("answer", node(predict, deps))
+    graph.add_edge("question", "predict_retrieve")
+    graph.add_conditional_edges("predict_retrieve", route, ["retrieve", "generate"])
+    graph.add_edge("retrieve", "generate")
+    graph.add_edge("generate", "stop_check")
+    graph.add_edge("answer", END)
+
+
+# --- CLI progress lines ---------------------------------------------------------------------------
+
+
+def decision_line(event: Mapping[str, Any]) -> Text:
+    action = "retrieving" if event.get("retrieve") else "answering without retrieval"
+    score = event.get("score")
+    if score is None:
+        return Text(f"mode {event.get('mode')}: {action}", style="cyan")
+    sign = ">" if event.get("retrieve") else "≤"
+    return Text(
+        f"[Retrieval] {score:.2f} {sign} threshold {event.get('threshold'):g}: {action}",
+        style="cyan",
+    )
+
+
+def segments_line(event: Mapping[str, Any]) -> Text:
+    segments, chosen = list(event.get("segments") or []), int(event.get("chosen") or 0)
+    if not segments or segments[chosen].get("score") is None:
+        return Text("generated after [No Retrieval]", style="cyan")
+    best = segments[chosen]
+    return Text(
+        f"scored {len(segments)} generations (one per passage); kept ", style="green"
+    ) + Text(
+        f"passage {chosen + 1} ({best.get('title')}): score {best['score']:.2f} = sequence "
+        f"{best['sequence']:.2f} + relevance {best['relevance']:.2f}, support "
+        f"{best['support']:.2f}, utility {best['utility']:.2f} (weighted)"
+    )
+
+
+SPEC = MethodSpec(
+    name="self-rag",
+    title="Self-RAG (Asai et al., 2024)",
+    summary="needs a Self-RAG-trained model with token log-probabilities: its Retrieve token "
+    "decides whether to retrieve, one generation per passage is scored by its IsRel / IsSup / "
+    "IsUse reflection tokens, the best answers (short-form inference)",
+    context=SelfRAGContext,
+    state=SelfRAGState,
+    output=SelfRAGOutput,
+    roles=("generator",),
+    stage_roles={"retrieve_token": "generator", "generate": "generator"},
+    prompts={"paper": prompts.PAPER},
+    wire=wire,
+    result_fields=("retrieved", "retrieve_score", "segments", "chosen"),
+    trace_view="generic",
+    progress={"retrieval_decision": decision_line, "segments": segments_line},
+    # the original's greedy decoding (its SamplingParams: temperature 0, top_p 1)
+    paper_profile=replace(PAPER, sampling={"temperature": 0.0, "top_p": 1.0}),
+)
+
+build = SPEC.build
+make_graph = server_graph(SPEC)  # langgraph.json
