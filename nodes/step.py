@@ -25,7 +25,7 @@ from langchain_core.runnables.config import get_executor_for_config, run_in_exec
 from langgraph.runtime import get_runtime
 
 from noterag.context import resolve_context
-from noterag.nodes.parsing import count_fallbacks
+from noterag.nodes.parsing import count_fallbacks, fell_back
 from noterag.profiles import Profile
 from noterag.spec import Deps, override_prompts
 from noterag.state import Passage
@@ -42,7 +42,8 @@ class Ask:
     reach ``stream_mode="messages"``) the message too, so that a message written to state can
     keep its id: LangGraph's messages stream skips a node's output message whose id it has
     already streamed. ``options`` are extra per-call model arguments (``{"logprobs": True}``,
-    ``{"stop": [...]}``), on top of the run's sampling settings."""
+    ``{"stop": [...]}``), on top of the run's sampling settings (an option the sampling also
+    sets wins: the step asked for it)."""
 
     stage: str
     prompt: str
@@ -82,6 +83,11 @@ class Env:
         """The method's prompt set for this run's profile, with the run's prompt overrides
         (the context field ``prompts``)."""
         return _with_overrides(self.deps.prompts[self.profile.name], self.ctx.prompts)
+
+    @property
+    def passage_cap(self) -> int | None:
+        """The run's ``max_passage_chars`` (None for a context without the field: no cap)."""
+        return getattr(self.ctx, "max_passage_chars", None)
 
     def emit(self, event: dict[str, Any]) -> None:
         """Send one progress event to ``stream_mode="custom"``."""
@@ -126,6 +132,30 @@ def to_passage(doc: Any) -> Passage:
         title=str(meta.get("title", "")),
         text=doc.page_content,
     )
+
+
+# What a cut passage ends with, so that the model (and the trace's reader) sees it was cut.
+TRUNCATION_MARK = " [...]"
+
+
+def capped(passages: list[Passage], limit: int | None) -> list[Passage]:
+    """``passages`` with any title or text longer than ``limit`` characters cut to it (the
+    context's ``max_passage_chars``; None: as they are), each cut passage counted once in the
+    run's ``fallbacks`` as ``passage_truncated``. Done where a search returns, so that every
+    prompt, the state and the trace hold the same text."""
+    if limit is None:
+        return passages
+    out: list[Passage] = []
+    for p in passages:
+        if len(p["text"]) > limit or len(p["title"]) > limit:
+            fell_back("passage_truncated")
+            p = Passage(
+                id=p["id"],
+                title=p["title"][:limit] + TRUNCATION_MARK if len(p["title"]) > limit else p["title"],
+                text=p["text"][:limit] + TRUNCATION_MARK if len(p["text"]) > limit else p["text"],
+            )
+        out.append(p)
+    return out
 
 
 class _Tally:
@@ -178,9 +208,9 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
         def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
                 docs = deps.retriever.invoke(effect.query, k=effect.k)
-                return [to_passage(d) for d in docs[: effect.k]]
+                return capped([to_passage(d) for d in docs[: effect.k]], env.passage_cap)
             message = deps.model_for(effect.stage, stream=effect.stream).invoke(
-                effect.prompt, config=_ask_config(effect), **env.sampling(), **effect.options
+                effect.prompt, config=_ask_config(effect), **(env.sampling() | dict(effect.options))
             )
             tally.add(message)
             return message if effect.wants_message else reply_text(message)
@@ -202,9 +232,9 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
         async def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
                 docs = await _asearch(deps.retriever, effect)
-                return [to_passage(d) for d in docs[: effect.k]]
+                return capped([to_passage(d) for d in docs[: effect.k]], env.passage_cap)
             message = await deps.model_for(effect.stage, stream=effect.stream).ainvoke(
-                effect.prompt, config=_ask_config(effect), **env.sampling(), **effect.options
+                effect.prompt, config=_ask_config(effect), **(env.sampling() | dict(effect.options))
             )
             tally.add(message)
             return message if effect.wants_message else reply_text(message)
