@@ -193,6 +193,20 @@ def adaptive_rag_stop(
     return f"{route}: {single_pass(state, ctx, profile)}"
 
 
+def flare_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """FLARE, after each accepted sentence: the generator ended its answer (it stopped by
+    itself after the sentence, or wrote none), max_length tokens were generated (the
+    original's max_generation_len), or max_steps sentences."""
+    steps, tokens = state.get("steps", 0), state.get("tokens", 0)
+    if why := state.get("finished"):
+        return f"{why} at step {steps - 1}"
+    if tokens >= ctx.max_length:
+        return f"{tokens} tokens generated (max_length = {ctx.max_length})"
+    if steps >= ctx.max_steps:
+        return f"{steps} sentence(s) (max_steps = {ctx.max_steps})"
+    return None
+
+
 def recomp_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str:
     """RECOMP has no loop: it answers once the retrieved passages are compressed, without them
     when the compression kept nothing (its selective augmentation)."""
