@@ -1,0 +1,141 @@
+"""REPLUG (Shi et al., 2024): retrieval-augmented black-box language models.
+
+    D' = {d_1 .. d_k}, s(d, x) <- Retriever(x)                       retrieve   (top_k, with scores)
+    (single pass)                                                    stop_check (single_pass)
+    a_d <- LM(d ∘ x), p_d = p(a_d | d ∘ x)  for each d, concurrently  answer     (stage generate)
+    λ(d, x) = exp s(d, x) / Σ_{d'} exp s(d', x)                       answer
+    answer = argmax_a Σ_{d: a_d = a} λ(d, x) · p_d                    answer
+
+No loop, so no max_steps. The prompts are the authors' QA code's (prompts/replug.py); the
+passes and the ensemble in detail are in nodes/replug.py.
+
+Ensembling at the level of whole answers, not of tokens, and why. The paper's Eq. 1 mixes the
+per-passage output distributions; for its language-modelling experiments that is the next-token
+distribution. For open-domain QA the authors' own code (downstream_eval/qa_final.py) ensembles
+answers: each pass answers greedily, its answer's probability is the exp of its mean token
+log-probability, identical answers add up their weighted probabilities, the best wins. noterag
+does the same, for three reasons: it is what produced REPLUG's QA numbers; token-level
+ensembling needs, at every step, each pass's full next-token distribution and a way to continue
+every pass with the chosen token, and an OpenAI-compatible chat endpoint gives at most the top
+20 log-probabilities and cannot continue a partial assistant reply (appending the token to the
+prompt is not the same prefix); and it would cost one call per passage per answer token (k x
+~10 calls), where answer-level costs k.
+
+Defaults. top_k 5: ReSP (Table 2), the paper of ours that compares against REPLUG, runs every
+method with the top-5 documents (the original: 10, ``--n_docs``). Temperature 0 (the original's
+``temp=0``), at most 10 tokens per pass (``--maxlen 10``), a newline ends a pass.
+
+Where noterag differs from the original: no few-shot demonstrations (the original shows 16 from
+the QA data files, each with its top-1 document; the repository holds neither); no passage
+retrieved: one closed-book pass answers (the original always has passages). The weights are
+the softmax of whatever the retriever scores: a dense retriever's similarities (Contriever in
+the paper) give smooth weights, BM25's larger scores give weights close to the top passage's
+alone (its score minus the next one's, in nats).
+
+FlashRAG's REPLUGPipeline (RUC-NLPIR/FlashRAG ``flashrag/pipeline/branching_pipeline.py`` with
+``replug_utils.py``, from fastRAG), which produced the numbers ReSP reports, ensembles at the
+token level inside a local Hugging Face model: at every step the passes' logits (not their
+probabilities) are mixed with the scores normalised by their sum (not a softmax), and the next
+token is sampled from the softmax of the mixture (``torch.multinomial``), the same token for
+every pass; its prompt is its own template ("Document(Title: ...): ..." per pass).
+
+REPLUG needs the token log-probabilities of its model's replies (OpenAI, vLLM and llama.cpp's
+server return them through the OpenAI-compatible API) and the retriever's scores
+(``Document.metadata["score"]``, as noterag's retrievers give them); without either the run
+stops with one clear error.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Annotated, Any
+
+from langgraph.graph import END, StateGraph
+from rich.text import Text
+
+from noterag.context import RunContext
+from noterag.nodes import replug as steps
+from noterag.nodes.step import node
+from noterag.nodes.stops import single_pass, stop_check
+from noterag.profiles import PAPER
+from noterag.prompts import replug as prompts
+from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.state import ChatFields, CostFields, Passage, merge_unique
+
+
+@dataclass(kw_only=True)
+class REPLUGContext(RunContext):
+    """REPLUG's settings: top-5 passages (ReSP, Table 2), temperature 0 (the original)."""
+
+    temperature: float | None = field(
+        default=None,
+        metadata={
+            "description": "Sampling temperature for every pass (None: 0, the original's "
+            "greedy answers)."
+        },
+    )
+
+
+class REPLUGOutput(CostFields, ChatFields, total=False):
+    """What a REPLUG run returns: each pass's answer and probability, the passages' weights and
+    the ensemble, in passage order (the ensemble best first)."""
+
+    question: str
+    answer: str
+    passage_ids: Annotated[list[str], merge_unique]
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    stop_reason: str
+    scores: list[float]  # s(d, x), the retriever's
+    weights: list[float]  # λ(d, x)
+    passage_answers: list[str]  # a_d
+    passage_probs: list[float]  # p(a_d | d ∘ x)
+    ensemble: list[dict[str, Any]]  # {answer, probability, passes}, best first
+
+
+class REPLUGState(REPLUGOutput, total=False):
+    task: str
+    passages: list[Passage]
+
+
+def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
+    graph.add_node("retrieve", steps.retrieve(deps))
+    graph.add_node(
+        "stop_check", stop_check(single_pass, deps, go_on="answer"), destinations=("answer",)
+    )
+    graph.add_node("answer", node(steps.answer, deps))
+    graph.add_edge("question", "retrieve")
+    graph.add_edge("retrieve", "stop_check")
+    graph.add_edge("answer", END)
+
+
+def ensemble_line(event: Mapping[str, Any]) -> Text:
+    """The CLI's progress line for the ensemble: each answer with its probability."""
+    ranked = list(event.get("candidates") or [])
+    parts = [f"{c['answer'] or '(empty)'} {c['probability']:.3f}" for c in ranked]
+    return Text("ensemble: ", style="green").append(" · ".join(parts))
+
+
+SPEC = MethodSpec(
+    name="replug",
+    title="REPLUG (Shi et al., 2024)",
+    summary="each passage prepended to the question separately; the passes' answers ensembled "
+    "with their probabilities weighted by the softmax of the retrieval scores (needs token "
+    "log-probabilities)",
+    context=REPLUGContext,
+    state=REPLUGState,
+    output=REPLUGOutput,
+    roles=("generator",),
+    stage_roles={"generate": "generator"},
+    prompts={"paper": prompts.PAPER},
+    wire=wire,
+    result_fields=("passage_answers", "weights", "ensemble"),
+    trace_view="generic",
+    progress={"ensemble": ensemble_line},
+    # the original's greedy passes (qa_final.py: call_api(..., temp=0))
+    paper_profile=replace(PAPER, sampling={"temperature": 0.0}),
+)
+
+build = SPEC.build
+make_graph = server_graph(SPEC)  # langgraph.json
