@@ -251,9 +251,9 @@ TRACE_VIEW = """\
 SPEC = MethodSpec(
     name="flare",
     title="FLARE (Jiang et al., 2023)",
-    summary="active retrieval: each next sentence is generated ahead; a token under θ triggers "
-    "retrieval with the sentence's confident tokens, and the sentence is generated again "
-    "(needs token log-probabilities)",
+    summary="active retrieval: each next sentence is generated ahead; a token of probability at "
+    "most θ triggers retrieval with the sentence's confident tokens, and the sentence is "
+    "generated again (needs token log-probabilities)",
     context=FlareContext,
     state=FlareState,
     output=FlareOutput,
