@@ -266,6 +266,15 @@ def segments_line(event: Mapping[str, Any]) -> Text:
     )
 
 
+def self_rag_reply(stage: str, text: str) -> str:
+    """How a Self-RAG model would reply with ``text``: the decision call retrieves; a
+    generation carries its reflection tokens (relevant, fully supported, utility 5). The
+    stand-in for the generic contract tests (MethodSpec.stand_in)."""
+    if stage == "retrieve_token":
+        return "[Retrieval]"
+    return f"[Relevant]{text}[Fully supported][Utility:5]"
+
+
 SPEC = MethodSpec(
     name="self-rag",
     title="Self-RAG (Asai et al., 2024)",
@@ -284,6 +293,7 @@ SPEC = MethodSpec(
     progress={"retrieval_decision": decision_line, "segments": segments_line},
     # the original's greedy decoding (its SamplingParams: temperature 0, top_p 1)
     paper_profile=replace(PAPER, sampling={"temperature": 0.0, "top_p": 1.0}),
+    stand_in=self_rag_reply,
 )
 
 build = SPEC.build

@@ -106,6 +106,11 @@ class MethodSpec:
     # the strategies of profile="paper" (noterag.profiles.PAPER unless the method reads its
     # replies otherwise)
     paper_profile: Profile = PAPER
+    # for a method that runs only with a specially trained model (Self-RAG's reflection tokens):
+    # (stage, plain text) -> the reply such a model would give with that text. A stand-in model
+    # (the generic contract tests' scripted one) shapes its replies with it; None: any chat
+    # model will do
+    stand_in: Callable[[str, str], str] | None = None
 
     @property
     def profiles(self) -> tuple[str, ...]:

@@ -21,10 +21,16 @@ Reply = str | Callable[[str], str]
 
 class ScriptedModel(BaseChatModel):
     """Replies per stage (the ``noterag_stage`` metadata of the call): a string, a callable of the
-    prompt, or a list consumed in order (its last item repeats). Records (stage, prompt)."""
+    prompt, or a list consumed in order (its last item repeats). Records (stage, prompt).
+
+    Like an endpoint that offers them, it returns token log-probabilities when a call asks
+    (``logprobs=True``): every token certain (log-probability 0), a bracketed reflection token
+    such as ``[Relevant]`` one token. ``stand_in`` reshapes each reply as a specially trained
+    model would give it (``MethodSpec.stand_in``; ``for_method`` sets it)."""
 
     script: dict[str, Any] = Field(default_factory=dict)
     default: str = "ok"
+    stand_in: Any = None
     _calls: list[tuple[str, str]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _used: dict[str, int] = PrivateAttr(default_factory=dict)
@@ -40,6 +46,13 @@ class ScriptedModel(BaseChatModel):
     @property
     def stages(self) -> list[str]:
         return [stage for stage, _ in self._calls]
+
+    @classmethod
+    def for_method(cls, method: str, **fields: Any) -> ScriptedModel:
+        """A scripted model that ``method`` can run with: shaped by its declaration's stand_in."""
+        import noterag
+
+        return cls(stand_in=noterag.METHODS[method].stand_in, **fields)
 
     def prompts_for(self, stage: str) -> list[str]:
         return [prompt for s, prompt in self._calls if s == stage]
@@ -65,12 +78,27 @@ class ScriptedModel(BaseChatModel):
         with self._lock:
             self._calls.append((stage, prompt))
         text = self._reply(stage, prompt)
+        if self.stand_in is not None:
+            text = self.stand_in(stage, text)
         usage = {
             "input_tokens": len(prompt.split()),
             "output_tokens": len(text.split()),
             "total_tokens": len(prompt.split()) + len(text.split()),
         }
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(text, usage_metadata=usage))])
+        message = AIMessage(text, usage_metadata=usage)
+        if kwargs.get("logprobs"):
+            message.response_metadata["logprobs"] = {
+                "content": [
+                    {"token": t, "logprob": 0.0, "top_logprobs": [{"token": t, "logprob": 0.0}]}
+                    for t in _TOKENS.findall(text)
+                ]
+            }
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+# a bracketed reflection token ("[Fully supported]") is one token; otherwise a word with the
+# whitespace before it
+_TOKENS = re.compile(r"\s*\[[^\[\]]*\]|\s*[^\s\[]+|\s*\[|\s+")
 
 
 def _tokens(text: str) -> set[str]:

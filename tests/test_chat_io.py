@@ -40,10 +40,11 @@ def script() -> dict[str, Any]:
     return velmora_script(answer=ANSWER)
 
 
-def scripted(kind: type[ScriptedModel] = ScriptedModel) -> ScriptedModel:
+def scripted(method: str, kind: type[ScriptedModel] = ScriptedModel) -> ScriptedModel:
     """Answers ANSWER at every stage it has no script for, so that a method whose answer is not
-    the "answer" stage's reply (SuRe's winning candidate, ...) answers ANSWER too."""
-    return kind(script=script(), default=ANSWER)
+    the "answer" stage's reply (SuRe's winning candidate, ...) answers ANSWER too; shaped as
+    the method's declaration says a model must reply (MethodSpec.stand_in)."""
+    return kind.for_method(method, script=script(), default=ANSWER)
 
 
 def answers_by_a_model_call(method: str) -> bool:
@@ -51,7 +52,7 @@ def answers_by_a_model_call(method: str) -> bool:
 
 
 def run(method: str, graph_input: dict[str, Any]) -> tuple[dict[str, Any], ScriptedModel]:
-    model = scripted()
+    model = scripted(method)
     return build(method, model).invoke(graph_input, context=context(method)), model
 
 
@@ -165,7 +166,7 @@ async def test_no_question_fails_before_any_search_or_call(method: str, bad: str
     graph_input, message = BAD_INPUTS[bad]
     for call in ("invoke", "ainvoke"):
         model, retriever = (
-            ScriptedModel(script=velmora_script()),
+            ScriptedModel.for_method(method, script=velmora_script()),
             RecordingRetriever(passages=CORPUS),
         )
         graph = build(method, model, retriever)
@@ -188,7 +189,7 @@ async def test_the_next_user_message_on_a_thread_starts_a_fresh_run(method: str)
     # Without a thread: the first question, then the follow-up on its own. (The scripted
     # model's reply lists go on where the first run left them, so it answers the same.)
     expected_model, expected_retriever = (
-        scripted(),
+        scripted(method),
         RecordingRetriever(passages=CORPUS),
     )
     alone = build(method, expected_model, expected_retriever)
@@ -198,7 +199,7 @@ async def test_the_next_user_message_on_a_thread_starts_a_fresh_run(method: str)
 
     for call in ("invoke", "ainvoke"):
         model, retriever = (
-            scripted(),
+            scripted(method),
             RecordingRetriever(passages=CORPUS),
         )
         graph = build(method, model, retriever).copy(update={"checkpointer": InMemorySaver()})
@@ -257,7 +258,7 @@ CHAT = {"messages": [{"role": "user", "content": QUESTION}]}
 @pytest.mark.parametrize("streams", [False, True], ids=["whole-reply", "token-stream"])
 @pytest.mark.parametrize("method", noterag.METHODS)
 def test_messages_stream_carries_the_answer_once(method: str, streams: bool):
-    model = scripted(StreamingScripted if streams else ScriptedModel)
+    model = scripted(method, StreamingScripted if streams else ScriptedModel)
     graph = build(method, model)
     events = list(graph.stream(CHAT, context=context(method), stream_mode=["messages", "values"]))
     _check_answer_streamed_once(method, events)
@@ -270,7 +271,7 @@ def test_messages_stream_carries_the_answer_once(method: str, streams: bool):
 
 @pytest.mark.parametrize("method", noterag.METHODS)
 async def test_async_messages_stream_carries_the_answer_once(method: str):
-    graph = build(method, scripted(StreamingScripted))
+    graph = build(method, scripted(method, StreamingScripted))
     events = [
         event
         async for event in graph.astream(
@@ -284,7 +285,7 @@ async def test_async_messages_stream_carries_the_answer_once(method: str):
 def test_schemas_offer_the_chat_keys(method: str):
     """Studio's chat view needs a ``messages`` list in the input schema; neither key is
     required, since either one will do."""
-    graph = build(method, ScriptedModel())
+    graph = build(method, ScriptedModel.for_method(method))
     schema = graph.get_input_jsonschema()
     assert set(schema["properties"]) == {"question", "messages", "task"}
     assert "required" not in schema

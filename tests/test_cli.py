@@ -549,7 +549,7 @@ EVERY_STAGE = {
 
 @pytest.mark.parametrize("method", noterag.METHODS)
 def test_every_method_runs_through_ask(method: str, index_dir: Path, scripted: dict[str, Any]):
-    scripted["model"] = ScriptedModel(script=script(**EVERY_STAGE), default="1871")
+    scripted["model"] = ScriptedModel.for_method(method, script=script(**EVERY_STAGE), default="1871")
     result = cli("ask", QUESTION, "--method", method, "--index", str(index_dir), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["answer"] == "1871"

@@ -31,13 +31,18 @@ def small(method: str) -> dict[str, Any]:
     return {"max_steps": 2} if "max_steps" in names else {}
 
 
+def scripted(method: str, **fields: Any) -> ScriptedModel:
+    """A scripted model the method can run with (shaped as its declaration's stand_in says)."""
+    return ScriptedModel.for_method(method, **fields)
+
+
 def graph_of(method: str, model: ScriptedModel) -> Any:
     return noterag.build_graph(method, model=model, retriever=KeywordRetriever(passages=CORPUS))
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_studio_schemas(method: str):
-    graph = graph_of(method, ScriptedModel())
+    graph = graph_of(method, scripted(method))
     assert set(graph.get_input_jsonschema()["properties"]) == {"question", "messages", "task"}
     output = set(graph.get_output_jsonschema()["properties"])
     assert {"answer", "trace", "stop_reason", "llm_calls", "prompt_tokens"} <= output
@@ -54,7 +59,7 @@ def test_studio_schemas(method: str):
 @pytest.mark.parametrize("call", ["invoke", "ainvoke"])
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_returns_an_answer_its_cost_a_trace_and_why_it_stopped(method: str, call: str):
-    model = ScriptedModel(default="ok")
+    model = scripted(method, default="ok")
     graph = graph_of(method, model)
     if call == "invoke":
         out = graph.invoke({"question": QUESTION}, context=small(method))
@@ -71,7 +76,7 @@ def test_every_method_returns_an_answer_its_cost_a_trace_and_why_it_stopped(meth
 
 @pytest.mark.parametrize("method", METHODS)
 def test_progress_events_are_typed_and_come_before_the_answer_tokens(method: str):
-    model = ScriptedModel(default="ok")
+    model = scripted(method, default="ok")
     order: list[str] = []
     for mode, chunk in graph_of(method, model).stream(
         {"question": QUESTION}, context=small(method), stream_mode=["custom", "messages"]
@@ -109,7 +114,7 @@ def test_langgraph_json_serves_every_builtin_method_by_a_name_in_its_file():
 def test_eval_rows_keep_what_the_method_declares(method: str, tmp_path: Path):
     data = tmp_path / "q.jsonl"
     data.write_text(json.dumps({"id": "q1", "question": QUESTION, "answers": ["1871"]}) + "\n")
-    model = ScriptedModel(default="ok")
+    model = scripted(method, default="ok")
     run_eval(method, data, tmp_path / "run", index=KeywordRetriever(passages=CORPUS), model=model,
              context=small(method), progress=False)
     (row,) = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
@@ -127,7 +132,7 @@ def test_trace_page_renders_the_run_in_the_methods_layout(method: str):
     from noterag.trace import record, render_html
 
     hostile = "<script>alert(1)</script>"
-    model = ScriptedModel(default=hostile)
+    model = scripted(method, default=hostile)
     run = record(graph_of(method, model), QUESTION, small(method), method=method)
     page = render_html(run)
     assert "<script>" not in page and "&lt;script&gt;" in page  # model text escaped
