@@ -23,6 +23,7 @@ boolean OR of term queries on title and text, each token boosted by its count in
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections import Counter
@@ -43,6 +44,7 @@ from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
 from .indexdir import (
     MANIFEST_NAME,
     IndexBuild,
+    IndexDamagedError,
     ProgressReporter,
     new_build_id,
     new_manifest,
@@ -231,8 +233,9 @@ class Bm25Index:
         try:
             self._index = tantivy.Index.open(str(self.index_dir))
         except (OSError, ValueError) as exc:
-            raise IndexNotFoundError(
-                f"{self.index_dir}: the tantivy index cannot be opened ({exc}); rebuild it"
+            raise IndexDamagedError(
+                f"{self.index_dir}: the tantivy index cannot be opened ({_engine_message(exc)}); "
+                f"rebuild it: noterag index CORPUS --out {self.index_dir} --force"
             ) from None
         # Writers need the analyzer under the name stored in the schema; searches do not.
         self._index.register_tokenizer(_TOKENIZER_NAME, self.analyzer)
@@ -258,6 +261,12 @@ class Bm25Index:
     def num_passages(self) -> int:
         return self._index.searcher().num_docs
 
+    def _damaged(self, exc: BaseException) -> IndexDamagedError:
+        return IndexDamagedError(
+            f"the BM25 index at {self.index_dir} is damaged ({_engine_message(exc)}); rebuild "
+            f"it: noterag index CORPUS --out {self.index_dir} --force"
+        )
+
     def query_tokens(self, query: str) -> list[str]:
         """The query's terms, analyzed exactly as the indexed text was."""
         return self.analyzer.analyze(query)
@@ -281,6 +290,19 @@ class Bm25Index:
         tantivy_query = self.build_query(query)
         if tantivy_query is None:
             return []
+        # A file damaged after the index opened (its files are memory-mapped) shows up here:
+        # as an error of tantivy's, or as a Rust panic, which pyo3 raises as a BaseException
+        # that no `except Exception` would catch.
+        try:
+            return self._search(tantivy_query, k)
+        except (OSError, ValueError) as exc:
+            raise self._damaged(exc) from None
+        except BaseException as exc:
+            if type(exc).__name__ != "PanicException":
+                raise
+            raise self._damaged(exc) from None
+
+    def _search(self, tantivy_query: tantivy.Query, k: int) -> list[tuple[Passage, float]]:
         searcher = self._index.searcher()
         # tantivy sizes its top-k heap by the limit: never ask for more than exist.
         limit = min(k, searcher.num_docs)
@@ -332,6 +354,18 @@ class Bm25Index:
         # Other content under the same path: a new identity (see indexdir.index_identity).
         self.manifest["build_id"] = new_build_id()
         write_manifest(self.index_dir, self.manifest)
+
+
+def _engine_message(exc: BaseException) -> str:
+    """tantivy's words for a failure, short: the file it names (its messages are Rust debug
+    dumps, ``filepath: "x.idx"``) and the first line of the rest."""
+    text = " ".join(str(exc).split())
+    found = re.search(r'filepath: "([^"]+)"', text)
+    if found is None:
+        return text[:200] or type(exc).__name__
+    kind = re.search(r"kind: (\w+)", text)
+    head = re.split(r"[:{']", text, maxsplit=1)[0].strip()
+    return f"{found.group(1)}: {head}" + (f" ({kind.group(1)})" if kind else "")
 
 
 class _CommittingWriter:

@@ -42,7 +42,14 @@ from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 from .base import IndexDirRetriever, to_document
 from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
 from .extras import DENSE_HINT, MissingExtraError
-from .indexdir import IndexBuild, ProgressReporter, new_manifest, read_manifest, require_passages
+from .indexdir import (
+    IndexBuild,
+    IndexDamagedError,
+    ProgressReporter,
+    new_manifest,
+    read_manifest,
+    require_passages,
+)
 
 KIND = "dense"
 FORMAT_VERSION = 1
@@ -369,10 +376,25 @@ class DenseIndex:
 
     def passage(self, row: int) -> Passage:
         start, end = int(self.offsets[row]), int(self.offsets[row + 1])
-        with self._read_lock:
-            self._passages.seek(start)
-            raw = self._passages.read(end - start)
-        return json.loads(raw)
+        path = self.index_dir / PASSAGES_FILE
+        try:
+            with self._read_lock:
+                self._passages.seek(start)
+                raw = self._passages.read(end - start)
+            passage = json.loads(raw)
+            if not (
+                isinstance(passage, dict)
+                and all(isinstance(passage.get(key), str) for key in ("id", "title", "text"))
+            ):
+                raise ValueError("not an {id, title, text} object")
+        except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError too
+            # A file changed or damaged after the index was built (or opened).
+            raise IndexDamagedError(
+                f"{path} is damaged: row {row} (bytes {start}-{end}) is not a passage "
+                f"({' '.join(str(exc).split())[:120]}); rebuild the index: noterag index "
+                f"CORPUS --dense --out {self.index_dir} --force"
+            ) from None
+        return passage
 
     def close(self) -> None:
         self._passages.close()

@@ -280,6 +280,11 @@ class ProgressReporter:
 # Loading
 
 
+class IndexDamagedError(IndexNotFoundError):
+    """An index's files are there but cannot be read (found on opening or mid-run): the message
+    names the index (and the file, where the engine says) and how to rebuild it."""
+
+
 def interrupted_build_note(index_dir: Path) -> str:
     """What a killed build left next to ``index_dir`` (for the "no index" errors), or ""."""
     index_dir = Path(index_dir)

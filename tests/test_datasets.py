@@ -6,6 +6,7 @@ them skip, naming the missing path, in a clone that does not have it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from noterag.errors import ConfigError, NoteragError
 from noterag.eval import DatasetError, Example, load_dataset, pool_corpus
 from noterag.eval.datasets import PoolStats, detect_format, passage_id
+from noterag.eval.formats import generated_id
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -38,7 +40,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- real files
 
-# (file, format, questions, first id, first golds, task, dataset)
+# (file, format, questions, first id (None: generated from the question), first golds, task,
+# dataset)
 REAL_FILES = [
     ("hotpotqa_dev500/questions.jsonl", "noterag", 500, "5a8c7595554299585d9e36b6",
      ["Chief of Protocol"], "multihop", "hotpotqa"),
@@ -46,11 +49,11 @@ REAL_FILES = [
      ["Free Guy"], "multihop", "2wikimultihopqa"),
     ("musique_dev200/questions.jsonl", "noterag", 200, "2hop__574419_270105",
      ["Stanley"], "multihop", "musique"),
-    ("ircot_test500/hotpotqa.test.json", "adaptive-note", 500, "hotpotqa-1",
+    ("ircot_test500/hotpotqa.test.json", "adaptive-note", 500, None,
      ["American"], "multihop", "hotpotqa"),
-    ("ircot_test500/2wikimultihopqa.test.json", "adaptive-note", 500, "2wikimultihopqa-1",
+    ("ircot_test500/2wikimultihopqa.test.json", "adaptive-note", 500, None,
      ["Crown Prince Hyomyeong"], "multihop", "2wikimultihopqa"),
-    ("ircot_test500/musique.test.json", "adaptive-note", 500, "musique-1",
+    ("ircot_test500/musique.test.json", "adaptive-note", 500, None,
      ["International Federation of Association Football"], "multihop", "musique"),
     ("original_formats/hotpotqa_dev200.hotpot.jsonl", "hotpotqa", 200,
      "5a7f6fd75542992e7d278cfa", ["Rush"], "multihop", "hotpotqa"),
@@ -90,7 +93,7 @@ def test_real_file_loads(
     assert len({e.id for e in examples}) == count
     first = examples[0]
     assert (first.id, first.golds, first.task, first.dataset) == (
-        first_id,
+        first_id or generated_id(dataset, first.question),
         first_golds,
         task,
         dataset,
@@ -251,11 +254,13 @@ def test_generated_ids_and_dataset_name_come_from_the_path(tmp_path: Path) -> No
         encoding="utf-8",
     )
     assert [(e.id, e.dataset) for e in load_dataset(path)] == [
-        ("musique-1", "musique"),
-        ("musique-2", "musique"),
+        (generated_id("musique", "Q1?"), "musique"),
+        (generated_id("musique", "Q2?"), "musique"),
     ]
+    # from the question's text: 12 hex digits of its SHA-1
+    assert generated_id("musique", "Q1?") == "musique-" + hashlib.sha1(b"Q1?").hexdigest()[:12]
     # limit does not renumber.
-    assert load_dataset(path, limit=1)[0].id == "musique-1"
+    assert load_dataset(path, limit=1)[0].id == generated_id("musique", "Q1?")
 
 
 # --------------------------------------------------------------------------- malformed files
@@ -326,7 +331,7 @@ def test_null_is_absent_and_stray_titles_are_ignored(tmp_path: Path) -> None:
     first, second, third = (
         load_dataset(write_jsonl(tmp_path / f"set{n}.jsonl", [r])) for n, r in enumerate(records)
     )
-    assert first == [Example("set0-1", "Q?", ["a"], "multihop", "set0")]
+    assert first == [Example(generated_id("set0", "Q?"), "Q?", ["a"], "multihop", "set0")]
     assert second[0].supporting_titles == ()
     assert (third[0].golds, third[0].supporting_titles) == (["Ilk"], ("Ilk",))
 

@@ -199,11 +199,13 @@ def test_resume_after_a_partial_run_does_not_redo_questions(dataset: Path, tmp_p
     assert len(model.calls) == 6  # 3 + 3: the first three were not asked again
     assert summary["n"] == summary["questions"] == 6
     assert json.loads((tmp_path / "run" / "run.json").read_text())["limit"] == 6
-    # a third run finds nothing to do; a smaller limit keeps the rows the run has
+    # a third run finds nothing to do; a smaller limit keeps the rows the run has, and its
+    # summary counts the questions it was asked for
     evaluate("vanilla", dataset, tmp_path / "run", model, limit=6)
     assert len(model.calls) == 6 and len(read_rows(tmp_path / "run")) == 6
     summary = evaluate("vanilla", dataset, tmp_path / "run", model, limit=2)
-    assert len(model.calls) == 6 and summary["n"] == summary["questions"] == 6
+    assert len(model.calls) == 6 and summary["n"] == summary["questions"] == 2
+    assert len(read_rows(tmp_path / "run")) == 6
 
 
 def test_a_half_written_last_line_is_ignored_and_repaired(dataset: Path, tmp_path: Path) -> None:

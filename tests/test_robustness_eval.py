@@ -18,8 +18,6 @@ import errno
 import gzip
 import json
 import lzma
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -332,3 +330,458 @@ def test_pooling_a_dataset_with_a_lone_surrogate_names_the_line(tmp_path: Path) 
     )
     line = one_error_line(cli("corpus-from", str(data), "--out", str(tmp_path / "c.jsonl")))
     assert line.startswith("error: hotpot.jsonl line 1: ") and "surrogate" in line
+
+
+# =========================================================================== 1. bound runs
+
+
+def adaptive_list(path: Path, texts: list[str]) -> Path:
+    """The Adaptive-Note test-list shape: a JSON array of {question, answer} without ids."""
+    path.write_text(json.dumps([{"question": t, "answer": [GOLD]} for t in texts]))
+    return path
+
+
+def velmora(i: int) -> str:
+    return f"Question {i}: who designed the Velmora Bridge?"
+
+
+def test_ids_of_records_without_one_come_from_their_content(tmp_path: Path) -> None:
+    path = adaptive_list(tmp_path / "test.json", ["A?", "B?"])
+    first = [e.id for e in load_dataset(path)]
+    adaptive_list(path, ["C?", "A?", "B?"])  # a question put in front
+    second = [e.id for e in load_dataset(path)]
+    assert second[1:] == first and second[0] not in first
+    assert load_dataset(path, limit=1)[0].id == second[0]
+    # the same question twice: two questions, two ids
+    path.write_text(json.dumps([{"question": "A?", "answer": ["a"]},
+                                {"question": "A?", "answer": ["b"]}]))  # fmt: skip
+    twice = [e.id for e in load_dataset(path)]
+    assert twice[0] == first[0] and twice[1] == f"{first[0]}-2"
+    # an id the records give themselves must still be unique
+    jsonl(tmp_path / "dup.jsonl", [questions(1)[0], questions(1)[0]])
+    with pytest.raises(DatasetError, match="duplicate id 'q1'"):
+        load_dataset(tmp_path / "dup.jsonl")
+
+
+def test_a_question_put_in_front_is_asked_and_none_is_counted_twice(tmp_path: Path) -> None:
+    path = adaptive_list(tmp_path / "test.json", [velmora(i) for i in range(1, 5)])
+    run, model = tmp_path / "run", answering()
+    evaluate("vanilla", path, run, model)
+    adaptive_list(path, [velmora(0)] + [velmora(i) for i in range(1, 5)])
+    summary = evaluate("vanilla", path, run, model)
+    assert len(model.calls) == 5 and velmora(0) in model.calls[-1][1]
+    rows = read_rows(run)
+    assert sorted(r["question"] for r in rows) == sorted(velmora(i) for i in range(5))
+    assert summary["n"] == summary["questions"] == 5 and summary["n_errors"] == 0
+
+
+def test_an_edited_question_or_gold_under_the_same_id_is_refused(tmp_path: Path) -> None:
+    data, run, model = jsonl(tmp_path / "q.jsonl", questions(3)), tmp_path / "run", answering()
+    evaluate("vanilla", data, run, model)
+    edited = questions(3)
+    edited[1]["question"] = "Question 2: who designed the Pellin Bridge?"
+    edited[2]["answers"] = ["Lise Ambrath"]
+    jsonl(data, edited)
+    with pytest.raises(RunDirError) as raised:
+        evaluate("vanilla", data, run, model)
+    message = str(raised.value)
+    assert "q2 (question changed)" in message and "q3 (gold changed)" in message
+    assert "--rerun-changed" in message and "--force" in message and "\n" not in message
+    assert len(model.calls) == 3  # refused before any question
+    # asked for: the unchanged answers are kept, the changed questions asked again
+    summary = evaluate("vanilla", data, run, model, rerun_changed=True)
+    assert len(model.calls) == 5
+    rows = {r["id"]: r for r in read_rows(run)}
+    assert len(rows) == 3 and rows["q2"]["question"] == edited[1]["question"]
+    assert rows["q3"]["golds"] == ["Lise Ambrath"] and rows["q3"]["metrics"]["em"] == 0.0
+    assert summary["n"] == 3 and summary["metrics"]["em"] == pytest.approx(200 / 3)
+
+
+def test_a_changed_task_is_a_changed_question(tmp_path: Path) -> None:
+    data, run = jsonl(tmp_path / "q.jsonl", questions(2)), tmp_path / "run"
+    evaluate("vanilla", data, run, answering())
+    changed = questions(2)
+    changed[0] |= {"task": "strategyqa", "answers": ["yes"]}
+    jsonl(data, changed)
+    with pytest.raises(RunDirError, match=r"q1 \(gold and task changed\)"):
+        evaluate("vanilla", data, run, answering())
+
+
+def test_a_rebuilt_or_changed_index_is_refused_on_resume(
+    tmp_path: Path, bm25_dir: Path, corpus_file: Path
+) -> None:
+    data, run = jsonl(tmp_path / "q.jsonl", questions(4)), tmp_path / "run"
+    evaluate("vanilla", data, run, answering(), index=str(bm25_dir), limit=2)
+    manifest = json.loads((bm25_dir / "noterag-index.json").read_text())
+    config = json.loads((run / "run.json").read_text())
+    assert config["index_build"] == {str(bm25_dir.resolve()): manifest["build_id"]}
+    evaluate("vanilla", data, run, answering(), index=str(bm25_dir), limit=3)  # same index: fine
+    build_bm25_index(corpus_file, bm25_dir, progress=False)  # the same path, a new index
+    model = answering()
+    with pytest.raises(RunDirError) as raised:
+        evaluate("vanilla", data, run, model, index=str(bm25_dir))
+    message = str(raised.value)
+    assert f"{bm25_dir.resolve()} was rebuilt or changed" in message and "--force" in message
+    assert model.calls == []
+    summary = evaluate("vanilla", data, run, model, index=str(bm25_dir), force=True)
+    assert summary["n"] == 4 and len(model.calls) == 4
+    # a change in place (upsert) is a change too
+    from noterag.retrievers import Bm25Index
+
+    Bm25Index(bm25_dir).upsert([{"id": "new", "text": "A new passage."}])
+    with pytest.raises(RunDirError, match="rebuilt or changed"):
+        evaluate("vanilla", data, run, model, index=str(bm25_dir))
+
+
+def test_an_index_rebuilt_during_the_run_stops_it(
+    tmp_path: Path, bm25_dir: Path, corpus_file: Path
+) -> None:
+    data, run = jsonl(tmp_path / "q.jsonl", questions(4)), tmp_path / "run"
+    rebuilt: list[bool] = []
+
+    def answer(prompt: str) -> str:
+        if "Question 2:" in prompt and not rebuilt:
+            build_bm25_index(corpus_file, bm25_dir, progress=False)  # `index --force` meanwhile
+            rebuilt.append(True)
+        return GOLD
+
+    with pytest.raises(NoteragError) as raised:
+        evaluate("vanilla", data, run, ScriptedModel(script={"answer": answer}),
+                 index=str(bm25_dir), concurrency=1)  # fmt: skip
+    message = str(raised.value)
+    assert f"{bm25_dir.resolve()} was rebuilt or changed during the run" in message
+    assert "stopped after 1 of 4 questions" in message
+    # the question that saw the rebuild is not kept: its passages may come from either index
+    assert [r["id"] for r in read_rows(run)] == ["q1"]
+
+
+# =========================================================================== 2. failures
+
+
+def explode(prompt: str) -> str:
+    raise RuntimeError("the model\nexploded")
+
+
+def eval_cli(data: Path, index: Path, out: Path, *extra: str) -> Any:
+    return cli("eval", "-m", "vanilla", "-d", str(data), "-i", str(index), "--out", str(out),
+               "--model", "openai:m", *extra)  # fmt: skip
+
+
+def last_line(result: Any) -> str:
+    return [line for line in result.stderr.splitlines() if line.strip()][-1]
+
+
+def test_eval_fails_when_every_question_failed(
+    tmp_path: Path, bm25_dir: Path, scripted_cli: dict[str, Any]
+) -> None:
+    scripted_cli["model"] = ScriptedModel(script={"answer": explode})
+    data, run = jsonl(tmp_path / "q.jsonl", questions(4)), tmp_path / "run"
+    result = eval_cli(data, bm25_dir, run)
+    assert result.exit_code == 1, result.output
+    line = last_line(result)
+    assert line.startswith("error: 4 of 4 questions failed (nothing was answered)"), line
+    assert "RuntimeError: the model exploded" in line and "--retry-errors" in line
+    # the run is on disk and its summary printed
+    assert json.loads((run / "summary.json").read_text())["n_errors"] == 4
+    assert "failed questions" in result.stdout
+
+
+def test_a_failure_rate_over_max_error_rate_fails_the_run(
+    tmp_path: Path, bm25_dir: Path, scripted_cli: dict[str, Any]
+) -> None:
+    def answer(prompt: str) -> str:
+        return explode(prompt) if "Question 3:" in prompt else GOLD
+
+    scripted_cli["model"] = ScriptedModel(script={"answer": answer})
+    data, run = jsonl(tmp_path / "q.jsonl", questions(6)), tmp_path / "run"
+    result = eval_cli(data, bm25_dir, run)  # 1 of 6 = 17 %, over the default 10 %
+    assert result.exit_code == 1, result.output
+    assert last_line(result).startswith(
+        "error: 1 of 6 questions failed (17%, over --max-error-rate 0.1)"
+    )
+    result = eval_cli(data, bm25_dir, run, "--max-error-rate", "0.2")  # resumed: nothing to ask
+    assert result.exit_code == 0, result.output
+    assert last_line(result) == (
+        f"results in {run}: 6 questions, 1 failed (counts 0; --retry-errors asks it again)"
+    )
+    assert cli("eval", "--max-error-rate", "1.5").exit_code == 2  # a rate is 0 to 1
+
+
+def test_a_clean_run_says_none_failed_last(
+    tmp_path: Path, bm25_dir: Path, scripted_cli: dict[str, Any]
+) -> None:
+    data, run = jsonl(tmp_path / "q.jsonl", questions(2)), tmp_path / "run"
+    result = eval_cli(data, bm25_dir, run)
+    assert result.exit_code == 0, result.output
+    assert last_line(result) == f"results in {run}: 2 questions, none failed"
+
+
+# =========================================================================== 3. settings
+
+
+def test_a_task_setting_the_dataset_contradicts_is_refused_before_any_call(
+    tmp_path: Path,
+) -> None:
+    data, run, model = jsonl(tmp_path / "q.jsonl", questions(2)), tmp_path / "run", answering()
+    for method in ("vanilla", "deepnote"):
+        with pytest.raises(ConfigError) as raised:
+            evaluate(method, data, run, model, context={"task": "crud"})
+        message = str(raised.value)
+        assert "task=crud" in message and "q.jsonl" in message and "2 multihop" in message
+    assert model.calls == [] and not run.exists()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="noterag/context.py _convert reads a Literal hint's first value as a type, so every "
+    "-c task=... / -c profile=... fails with an unexpected PydanticUserError (not this "
+    "engineer's file)",
+)
+def test_the_cli_refuses_a_task_setting_the_dataset_contradicts(
+    tmp_path: Path, bm25_dir: Path, scripted_cli: dict[str, Any]
+) -> None:
+    data, run = jsonl(tmp_path / "q.jsonl", questions(2)), tmp_path / "run"
+    for method in ("vanilla", "deepnote"):
+        line = one_error_line(cli("eval", "-m", method, "-d", str(data), "-i", str(bm25_dir),
+                                  "-c", "task=crud", "--out", str(run)))  # fmt: skip
+        assert "task=crud" in line and "q.jsonl" in line and "2 multihop" in line
+    assert scripted_cli["specs"] == [] and not run.exists()
+    # the task the dataset has, said again, is no contradiction
+    sqa = jsonl(tmp_path / "s.jsonl", [{"id": "s1", "question": "Is the Ostra a river?",
+                                       "answers": ["yes"], "task": "strategyqa"}])  # fmt: skip
+    result = cli("eval", "-m", "vanilla", "-d", str(sqa), "-i", str(bm25_dir), "-c",
+                 "task=strategyqa", "--out", str(run))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (row,) = read_rows(run)
+    assert row["task"] == row["context"]["task"] == "strategyqa"
+
+
+@pytest.mark.parametrize(("method", "task"), [("resp", "asqa"), ("ircot", "strategyqa")])
+def test_a_dataset_task_the_method_cannot_answer_is_refused_before_any_call(
+    tmp_path: Path, bm25_dir: Path, scripted_cli: dict[str, Any], method: str, task: str
+) -> None:
+    answers = [["Aurelio Fenwick"]] if task == "asqa" else ["yes"]
+    data = jsonl(tmp_path / "q.jsonl", [{"id": "x1", "question": "Q?", "answers": answers,
+                                         "task": task}])  # fmt: skip
+    line = one_error_line(cli("eval", "-m", method, "-d", str(data), "-i", str(bm25_dir),
+                              "--out", str(tmp_path / "run")))  # fmt: skip
+    assert method in line and repr(task) in line and "q.jsonl" in line
+    assert scripted_cli["specs"] == [] and not (tmp_path / "run").exists()
+
+
+def test_check_task_knows_each_methods_answer_prompts() -> None:
+    from noterag.tasks import check_task
+
+    check_task("adaptive-note", "crud")
+    check_task("deepnote", "strategyqa", {"profile": "official"})
+    with pytest.raises(ConfigError, match=r"deepnote .*'crud'.*multihop"):
+        check_task("deepnote", "crud")
+    with pytest.raises(ConfigError, match="'crud'"):
+        check_task("vanilla", "crud")  # no crud answer prompt
+    with pytest.raises(ConfigError, match="crud"):
+        check_task("chain-of-note", "crud")  # refused by its settings
+
+
+def test_run_json_and_rows_record_the_tasks_that_ran(tmp_path: Path) -> None:
+    data = jsonl(tmp_path / "mixed.jsonl", [
+        questions(1)[0],
+        {"id": "s1", "question": "Is the Ostra a river?", "answers": ["yes"], "task": "strategyqa"},
+    ])  # fmt: skip
+    run, model = tmp_path / "run", ScriptedModel(script={"answer": "yes"})
+    evaluate("vanilla", data, run, model)
+    assert json.loads((run / "run.json").read_text())["tasks"] == {"multihop": 1, "strategyqa": 1}
+    assert {r["id"]: r["task"] for r in read_rows(run)} == {"q1": "multihop", "s1": "strategyqa"}
+    with pytest.raises(ConfigError, match="task=strategyqa"):
+        evaluate("vanilla", data, tmp_path / "other", model, context={"task": "strategyqa"})
+
+
+# =========================================================================== 4. queueing
+
+
+def test_the_local_model_answers_one_question_at_a_time_by_default(
+    tmp_path: Path, bm25_dir: Path, scripted_cli: dict[str, Any]
+) -> None:
+    data = jsonl(tmp_path / "q.jsonl", questions(3))
+    for model, expected in (("local", 1), ("openai:m", 4)):
+        run = tmp_path / model.replace(":", "-")
+        result = cli("eval", "-m", "vanilla", "-d", str(data), "-i", str(bm25_dir), "--model",
+                     model, "--out", str(run))  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert json.loads((run / "run.json").read_text())["concurrency"] == expected
+        assert "queueing" not in result.stdout
+        assert json.loads((run / "summary.json").read_text())["latency_includes_queueing"] is False
+
+
+def test_more_questions_at_once_than_the_local_server_serves_is_said(
+    tmp_path: Path, bm25_dir: Path, scripted_cli: dict[str, Any]
+) -> None:
+    data, run = jsonl(tmp_path / "q.jsonl", questions(3)), tmp_path / "run"
+    result = cli("eval", "-m", "vanilla", "-d", str(data), "-i", str(bm25_dir), "--model",
+                 "local", "-j", "3", "--out", str(run))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads((run / "summary.json").read_text())["latency_includes_queueing"] is True
+    assert "queueing" in " ".join(result.stdout.split())
+
+
+# =========================================================================== 13. --out, damage
+
+
+def test_an_out_that_cannot_be_made_is_one_line_before_any_model_call(
+    tmp_path: Path, bm25_dir: Path, scripted_cli: dict[str, Any]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine\n")
+    data = jsonl(tmp_path / "q.jsonl", questions(2))
+    line = one_error_line(eval_cli(data, bm25_dir, blocker / "run"))
+    assert f"cannot write {blocker / 'run'}" in line and "a-file is not a directory" in line
+    assert scripted_cli["specs"] == [] and blocker.read_text() == "mine\n"
+
+
+def test_a_full_disk_mid_run_stops_it_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from noterag.eval import runner
+
+    data, run, model = jsonl(tmp_path / "q.jsonl", questions(6)), tmp_path / "run", answering()
+    real_append, appended = runner._ResultsWriter.append, []
+
+    def append(self: Any, row: dict[str, Any]) -> None:
+        if len(appended) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        appended.append(row["id"])
+        real_append(self, row)
+
+    monkeypatch.setattr(runner._ResultsWriter, "append", append)
+    with pytest.raises(RunDirError) as raised:
+        evaluate("vanilla", data, run, model, concurrency=1)
+    message = str(raised.value)
+    assert f"cannot write {run / 'results.jsonl'}: No space left on device" in message
+    assert "stopped after 2 of 6 questions" in message and "run the same command again" in message
+    monkeypatch.undo()
+    summary = evaluate("vanilla", data, run, model, concurrency=1)  # space again: it resumes
+    assert summary["n"] == 6 and len(model.calls) == 7  # q3's answer was lost, asked again
+
+
+def test_an_unwritable_run_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from noterag.eval import runner
+
+    def refuse(path: Any, value: Any) -> None:
+        raise PermissionError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(runner, "atomic_write_json", refuse)
+    data, run = jsonl(tmp_path / "q.jsonl", questions(2)), tmp_path / "run"
+    with pytest.raises(RunDirError, match=f"cannot write {run / 'run.json'}: Read-only file system"):
+        evaluate("vanilla", data, run, answering())
+
+
+def zero_files(index_dir: Path, suffix: str) -> None:
+    """Overwrite the index's files ending in ``suffix`` with zeros, in place (same size: a
+    truncated memory-mapped file would kill the process with SIGBUS, which nothing can catch)."""
+    for path in index_dir.iterdir():
+        if path.name.endswith(suffix):
+            with open(path, "r+b") as f:
+                f.write(b"\0" * path.stat().st_size)
+
+
+@pytest.mark.parametrize("suffix", [".store", ".pos"])  # a tantivy panic, a tantivy error
+def test_a_damaged_bm25_index_is_named(bm25_dir: Path, suffix: str) -> None:
+    from noterag.retrievers.indexdir import IndexDamagedError
+
+    retriever = BM25Retriever(index_dir=bm25_dir)
+    assert retriever.search("Velmora Bridge", 3)
+    zero_files(bm25_dir, suffix)
+    with pytest.raises(IndexDamagedError) as raised:
+        retriever.search("Velmora Bridge architect", 3)
+    message = str(raised.value)
+    assert str(bm25_dir) in message and "damaged" in message and "noterag index" in message
+
+
+def test_a_damaged_index_found_mid_run_stops_the_run(
+    tmp_path: Path, bm25_dir: Path, scripted_cli: dict[str, Any]
+) -> None:
+    def answer(prompt: str) -> str:
+        if "Question 1:" in prompt:
+            zero_files(bm25_dir, ".pos")
+        return GOLD
+
+    scripted_cli["model"] = ScriptedModel(script={"answer": answer})
+    data, run = jsonl(tmp_path / "q.jsonl", questions(4)), tmp_path / "run"
+    result = eval_cli(data, bm25_dir, run, "-j", "1")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    line = last_line(result)
+    assert line.startswith("error: ") and str(bm25_dir.resolve()) in line and "damaged" in line
+    assert "stopped after 1 of 4 questions" in line
+    assert [r["id"] for r in read_rows(run)] == ["q1"]
+
+
+def test_a_damaged_dense_passages_file_is_named(tmp_path: Path, corpus_file: Path) -> None:
+    from noterag.retrievers.indexdir import IndexDamagedError
+
+    out = tmp_path / "dense"
+    build_dense(corpus_file, out)
+    retriever = DenseRetriever(index_dir=str(out), embeddings=Hashing())
+    assert retriever.search("Velmora Bridge", 2)
+    zero_files(out, "passages.jsonl")
+    with pytest.raises(IndexDamagedError, match=r"passages\.jsonl.*damaged"):
+        retriever.search("Velmora Bridge", 2)
+
+
+# =========================================================================== 14. consistency
+
+
+def test_a_smaller_limit_reports_what_this_command_ran(
+    tmp_path: Path, bm25_dir: Path, scripted_cli: dict[str, Any]
+) -> None:
+    data, run, model = jsonl(tmp_path / "q.jsonl", questions(5)), tmp_path / "run", answering()
+    evaluate("vanilla", data, run, model)
+    summary = evaluate("vanilla", data, run, model, limit=3)
+    assert len(model.calls) == 5  # nothing asked again
+    assert summary["n"] == summary["questions"] == 3
+    assert compute_summary(run)["n"] == 3  # compare and --fair-topk-from read the same
+    assert len(read_rows(run)) == 5  # the other answers stay for a larger --limit
+    result = eval_cli(data, bm25_dir, tmp_path / "cli")
+    assert result.exit_code == 0
+    result = eval_cli(data, bm25_dir, tmp_path / "cli", "--limit", "3")
+    assert result.exit_code == 0 and "3/3 questions" in result.stdout, result.stdout
+
+
+def test_compare_labels_runs_on_different_datasets_apart(tmp_path: Path) -> None:
+    runs = []
+    for name in ("hotpotqa", "musique"):
+        folder = tmp_path / name
+        folder.mkdir()
+        data = jsonl(folder / "questions.jsonl", questions(2))
+        runs.append(tmp_path / f"run-{name}")
+        evaluate("vanilla", data, runs[-1], answering())
+    table = compare(runs).splitlines()
+    labels = [row.split(" | ")[0].lstrip("| ") for row in table[2:]]
+    assert len(set(labels)) == 2 and "hotpotqa" in labels[0] and "musique" in labels[1]
+    # the very same configuration twice: told apart by their directories
+    twin = tmp_path / "twin"
+    evaluate("vanilla", tmp_path / "hotpotqa" / "questions.jsonl", twin, answering())
+    labels = [row.split(" | ")[0].lstrip("| ") for row in compare([runs[0], twin]).splitlines()[2:]]
+    assert len(set(labels)) == 2 and "twin" in labels[1]
+
+
+def test_a_leftover_build_directory_is_named_when_the_index_is_missing(
+    tmp_path: Path, scripted_cli: dict[str, Any]
+) -> None:
+    data = jsonl(tmp_path / "q.jsonl", questions(1))
+    leftover = tmp_path / ".idx.building-0123456789ab"
+    leftover.mkdir()
+    with pytest.raises(NoteragError, match=r"\.idx\.building-0123456789ab is an unfinished build"):
+        evaluate("vanilla", data, tmp_path / "run", answering(), index=str(tmp_path / "idx"))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="noterag/cli/options.py retriever_spec answers a missing BM25 directory with its own "
+    "message; it should raise indexdir.not_found (not this engineer's file)",
+)
+def test_the_cli_names_a_leftover_build_directory(
+    tmp_path: Path, scripted_cli: dict[str, Any]
+) -> None:
+    data = jsonl(tmp_path / "q.jsonl", questions(1))
+    (tmp_path / ".idx.building-0123456789ab").mkdir()
+    line = one_error_line(eval_cli(data, tmp_path / "idx", tmp_path / "run"))
+    assert ".idx.building-0123456789ab is an unfinished build" in line

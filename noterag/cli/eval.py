@@ -27,6 +27,7 @@ from noterag.cli.options import (
     retriever_spec,
 )
 from noterag.cli.render import stderr_console
+from noterag.eval.report import MAX_ERROR_RATE, RunFailedError, Summary, error_budget
 
 
 class PlotX(str, Enum):
@@ -65,15 +66,17 @@ def eval_command(
         ),
     ] = None,
     concurrency: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--concurrency",
             "-j",
             min=1,
-            help="Questions run at the same time (a local llama.cpp server answers one request "
-            "at a time: 1 or 2 there).",
+            help="Questions run at the same time. Default: 1 for --model local (its llama.cpp "
+            "server answers one request at a time: more would only queue, and the latencies "
+            "would measure the queue), else 4.",
+            show_default=False,
         ),
-    ] = 4,
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(
@@ -110,6 +113,24 @@ def eval_command(
         bool,
         typer.Option("--retry-errors", help="On resume, run the questions that failed again."),
     ] = False,
+    rerun_changed: Annotated[
+        bool,
+        typer.Option(
+            "--rerun-changed",
+            help="On resume, ask again the questions whose text, gold answers or task changed "
+            "in the dataset and keep the other answers (without it, such a resume is refused).",
+        ),
+    ] = False,
+    max_error_rate: Annotated[
+        float,
+        typer.Option(
+            "--max-error-rate",
+            min=0.0,
+            max=1.0,
+            help="Fail (exit 1, after the summary) when more than this share of the questions "
+            "failed; failing every question always fails.",
+        ),
+    ] = MAX_ERROR_RATE,
     force: Annotated[
         bool,
         typer.Option("--force", help="Start the run directory over, discarding its results."),
@@ -144,11 +165,29 @@ def eval_command(
                 format=dataset_format,
                 force=force,
                 retry_errors=retry_errors,
+                rerun_changed=rerun_changed,
                 console=console,
                 settings=model_settings(timeout, max_retries),
             )
         print_summary(summary, Console(highlight=False))
-        console.print(Text(f"results in {out}", style="dim"))
+        # The last line says how many failed; too many fail the command.
+        failure = error_budget(summary, max_error_rate)
+        if failure is not None:
+            raise RunFailedError(
+                f"{failure}; the first: {summary['first_error']}; results in {out}; fix the "
+                "cause, then run the same command with --retry-errors"
+            )
+        console.print(Text(f"results in {out}: {_failures(summary)}", style="dim"))
+
+
+def _failures(summary: Summary) -> str:
+    """``6 questions, none failed`` / ``6 questions, 1 failed (...)``: how many failed."""
+    n, failed = summary["n"], summary["n_errors"]
+    counted = f"{n} question{'s' if n != 1 else ''}"
+    if not failed:
+        return f"{counted}, none failed"
+    them = "it" if failed == 1 else "them"
+    return f"{counted}, {failed} failed (counts 0; --retry-errors asks {them} again)"
 
 
 def compare_command(

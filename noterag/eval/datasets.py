@@ -26,9 +26,12 @@ Task: ``strategyqa`` for boolean answers (golds ``["yes"]``/``["no"]``), ``asqa`
 ``qa_pairs`` (golds: one short-answer list per QA pair), ``multihop`` otherwise (golds: aliases,
 the first canonical). HotpotQA/2Wiki yes/no questions stay multihop with golds ``["yes"]``.
 
-Ids: the record's own id; formats without one get ``"<dataset>-<n>"`` (n = 1-based position in
-the file, so ``limit`` never changes an id). The dataset name of formats that do not say it is
-taken from the file or folder name (``hotpotqa.test.json`` → ``hotpotqa``).
+Ids: the record's own id; a record without one gets ``"<dataset>-<digest>"``, 12 hex digits of
+the SHA-1 of its question (``formats.generated_id``): its content, not its position, so a
+question added or removed elsewhere changes no other id, and ``limit`` never does. The same
+question asked twice in such a file gets ``-2``, ``-3``, ... on its later occurrences. The
+dataset name of formats that do not say it is taken from the file or folder name
+(``hotpotqa.test.json`` → ``hotpotqa``).
 
 Anything malformed raises ``DatasetError`` naming the file, the 1-based line (JSONL) or item
 (JSON array), and what is wrong.
@@ -39,6 +42,7 @@ Reading the records is ``noterag.eval.records``; the formats, one pydantic model
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -56,6 +60,7 @@ from noterag.eval.formats import (
     check_format,
     detect,
     detect_format,
+    generated_id,
     parse_example,
     parse_paragraphs,
 )
@@ -118,12 +123,19 @@ def load_dataset(
 
     examples: list[Example] = []
     first_seen: dict[str, str] = {}
+    repeats: dict[str, int] = {}
     for record in itertools.islice(records, limit):
         example = parse_example(fmt, record, default_dataset)
         if example.id in first_seen:
-            raise DatasetError(
-                f"{record.where}: duplicate id {example.id!r} (first seen on {first_seen[example.id]})"
-            )
+            if example.id != generated_id(example.dataset, example.question):
+                raise DatasetError(
+                    f"{record.where}: duplicate id {example.id!r} (first seen on "
+                    f"{first_seen[example.id]})"
+                )
+            # The same question again in a file without ids: its n-th occurrence, so that it
+            # keeps its id whatever comes before it.
+            repeats[example.id] = repeats.get(example.id, 1) + 1
+            example = dataclasses.replace(example, id=f"{example.id}-{repeats[example.id]}")
         first_seen[example.id] = record.position
         examples.append(example)
     return examples

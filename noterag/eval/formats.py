@@ -8,6 +8,7 @@ A null field counts as absent (exports write null for what a record lacks).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -189,7 +190,7 @@ def _open_golds(value: Any, key: str) -> tuple[str, list[Any]]:
 class Format(BaseModel):
     """A record of one format: the fields a question needs, under the format's own names
     (aliases); any other field is ignored. Each format declares ``id`` (absent: the id is
-    "<dataset>-<n>", n the record's position) and ``question`` itself, after the fields that
+    ``generated_id``, from the question's text) and ``question`` itself, after the fields that
     tell it from the others: a record of another format is named by what it lacks first."""
 
     model_config = ConfigDict(frozen=True)
@@ -210,19 +211,28 @@ class Format(BaseModel):
     def dataset_name(self, from_path: str) -> str:
         return self.DATASET or from_path
 
-    def example(self, index: int, from_path: str) -> Example:
-        """The record as an Example; ``index`` numbers it when it has no id, ``from_path``
-        (the dataset's name read from the file's path) names its dataset when nothing else does."""
+    def example(self, from_path: str) -> Example:
+        """The record as an Example; ``from_path`` (the dataset's name read from the file's
+        path) names its dataset when nothing else does."""
         dataset = self.dataset_name(from_path)
         task, golds = self.golds()
         return Example(
-            id=self.id or f"{dataset}-{index}",
+            id=self.id or generated_id(dataset, self.question),
             question=self.question,
             golds=golds,
             task=task,
             dataset=dataset,
             supporting_titles=self.titles(),
         )
+
+
+def generated_id(dataset: str, question: str) -> str:
+    """The id of a record without one: ``<dataset>-<12 hex digits of the question's SHA-1>``.
+    From the content, not the position, so that a question added, removed or moved elsewhere
+    in the file leaves every other question its id (a resumed run stays bound to its
+    questions), and an edited gold keeps the id (so the edit is seen, not a new question)."""
+    digest = hashlib.sha1(question.encode("utf-8")).hexdigest()[:12]
+    return f"{dataset}-{digest}"
 
 
 class NoteragRecord(Format):
@@ -490,7 +500,7 @@ def parse_example(fmt: str, record: Record, from_path: str) -> Example:
     the field when it breaks the format."""
     try:
         model = QUESTION_FORMATS[fmt].model_validate(_present(record.obj))
-        return model.example(record.index, from_path)
+        return model.example(from_path)
     except ValidationError as exc:
         raise DatasetError(f"{record.where}: {error_line(exc.errors()[0])}") from None
     except _Invalid as exc:

@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from noterag.errors import NoteragError
 
@@ -33,7 +33,6 @@ class Record:
     file: str  # the file's name, for messages
     unit: str  # "line" (JSONL) or "item" (JSON array)
     number: int  # 1-based line or item number
-    index: int  # 1-based position among records (blank lines skipped), for generated ids
     obj: dict[str, Any]
 
     @property
@@ -83,17 +82,15 @@ def _open(path: Path) -> BinaryIO:
         raise DatasetError(f"cannot read dataset {path}: {exc.strerror or exc}") from None
     if handle.peek(2)[:2] == b"\x1f\x8b":  # gzip, by its bytes
         handle.close()
-        return gzip.open(path, "rb")
+        return cast(BinaryIO, gzip.open(path, "rb"))
     return handle
 
 
 def _jsonl_records(name: str, lines: Iterable[bytes]) -> Iterator[Record]:
-    index = 0
     for line_no, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        index += 1
-        yield Record(name, "line", line_no, index, _line_object(raw, f"{name} line {line_no}"))
+        yield Record(name, "line", line_no, _line_object(raw, f"{name} line {line_no}"))
 
 
 def _line_object(raw: bytes, where: str) -> dict[str, Any]:
@@ -134,7 +131,7 @@ def _array_records(name: str, data: bytes) -> Iterator[Record]:
             )
         if escaped:
             check_text(obj, f"{name} item {number}")
-        yield Record(name, "item", number, number, obj)
+        yield Record(name, "item", number, obj)
 
 
 def check_text(obj: dict[str, Any], where: str) -> None:

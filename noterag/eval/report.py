@@ -6,9 +6,13 @@ A run directory (written by ``noterag.eval.runner``) holds ``run.json`` (the con
 
 How the numbers are made:
 
+* the summary covers the questions of the run's last invocation (``run.json``'s ``ids``: the
+  dataset cut to its ``--limit``); answers of an earlier, larger ``--limit`` stay in
+  ``results.jsonl`` without counting;
 * metrics (EM, F1, acc, str-em, str-hit as the papers' official code computes them, then our
   own acc_norm / acc_strict) are means over **every** question of the run; a question that
   failed counts 0 and the failures are reported (``n_errors``, ``error_ids``);
+  ``error_budget`` says when too many failed for the numbers to stand;
 * costs (LLM calls, prompt / completion tokens, distinct passages, latency) are means over the
   questions that were **answered**: a failed question's state, and so its cost, is lost;
 * ``passages`` is the mean number of distinct passages a question read: the papers' "fair top-k"
@@ -18,7 +22,9 @@ How the numbers are made:
 * ``retries`` is the number of model requests the client sent again after a transient failure
   (HTTP 429/5xx, timeout, reset), over every question, failed ones included; ``fallbacks``
   counts, by kind, the replies a parser could not read and answered with its documented
-  fallback (``noterag.nodes.parsing``), over the answered questions.
+  fallback (``noterag.nodes.parsing``), over the answered questions;
+* ``latency_includes_queueing``: the run sent more questions at once than its endpoint serves
+  (the local server answers one at a time), so its latencies include the time spent queued.
 """
 
 from __future__ import annotations
@@ -76,9 +82,11 @@ class Summary(TypedDict):
     n: int  # questions finished (answered or failed)
     n_errors: int
     error_ids: list[str]
+    first_error: str | None  # the error of the first failed question, for the user's line
     metrics: dict[str, float]  # means over the n questions, failures as 0, in percent
     cost: dict[str, float | None]  # means per answered question: COSTS
     latency_s: Latency  # per answered question
+    latency_includes_queueing: bool  # more questions at once than the endpoint serves
     wall_s: float
     retries: int  # model requests sent again, all questions
     fallbacks: dict[str, int]  # unreadable replies by parser kind, answered questions
@@ -86,6 +94,16 @@ class Summary(TypedDict):
 
 class RunDirError(NoteragError):
     """A run directory is missing, or its files are not what the runner writes."""
+
+
+class RunFailedError(NoteragError):
+    """A finished run failed too many of its questions for its numbers to stand."""
+
+
+# The share of failed questions above which `noterag eval` fails (exit 1). A failure counts as
+# a wrong answer, so 10 % failures can move a metric by up to 10 points: more than most gaps
+# between the methods the papers compare.
+MAX_ERROR_RATE = 0.1
 
 
 # --------------------------------------------------------------------------- reading
@@ -164,6 +182,10 @@ def read_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict
 def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
     """The run's summary from its files, without writing anything."""
     config, rows = read_run(run_dir)
+    scope = config.get("ids")
+    if isinstance(scope, list):  # the questions of the last invocation (older runs: all rows)
+        wanted = set(scope)
+        rows = [row for row in rows if row["id"] in wanted]
     answered = [row for row in rows if not row.get("error")]
     latencies = sorted(float(row["latency_s"]) for row in answered)
     return Summary(
@@ -177,6 +199,7 @@ def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
         n=len(rows),
         n_errors=len(rows) - len(answered),
         error_ids=[row["id"] for row in rows if row.get("error")],
+        first_error=next((str(row["error"]) for row in rows if row.get("error")), None),
         metrics=metric_means(rows),
         cost={name: _mean(_cost(row, name) for row in answered) for name in COSTS},
         latency_s=Latency(
@@ -184,6 +207,7 @@ def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
             p50=percentile(latencies, 50),
             p95=percentile(latencies, 95),
         ),
+        latency_includes_queueing=bool(config.get("latency_includes_queueing")),
         wall_s=busy_seconds((row["started_at"], row["finished_at"]) for row in rows),
         retries=sum(row.get("retries") or 0 for row in rows),
         fallbacks=_sum_counts(row.get("fallbacks") for row in answered),
@@ -193,8 +217,27 @@ def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
 def summarize(run_dir: str | os.PathLike[str]) -> Summary:
     """Compute the run's summary and write it to ``RUN_DIR/summary.json``."""
     summary = compute_summary(run_dir)
-    atomic_write_json(Path(run_dir) / SUMMARY_FILE, summary)
+    path = Path(run_dir) / SUMMARY_FILE
+    try:
+        atomic_write_json(path, summary)
+    except OSError as exc:  # disk full, read-only: one line naming the file
+        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from None
     return summary
+
+
+def error_budget(summary: Summary, max_error_rate: float = MAX_ERROR_RATE) -> str | None:
+    """Why the run failed, as one line, when nothing was answered or more than
+    ``max_error_rate`` of its questions failed; None when its numbers stand."""
+    n, failed = summary["n"], summary["n_errors"]
+    if not failed:
+        return None
+    if failed == n:
+        why = "nothing was answered"
+    elif failed / n > max_error_rate:
+        why = f"{failed / n:.0%}, over --max-error-rate {max_error_rate:g}"
+    else:
+        return None
+    return f"{failed} of {n} questions failed ({why})"
 
 
 def metric_means(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -278,9 +321,11 @@ def print_summary(summary: Summary, console: Any) -> None:
     table.add_row("completion tokens / question", _fmt(cost["completion_tokens"], 0))
     table.add_row("distinct passages / question", _fmt(cost["passages"], 1))
     latency = summary["latency_s"]
+    queued = summary.get("latency_includes_queueing")
     table.add_row(
-        "latency s (mean · p50 · p95)",
+        "latency s (mean · p50 · p95)" + (", queueing included" if queued else ""),
         " · ".join(_fmt(latency[k], 1) for k in ("mean", "p50", "p95")),
+        style="yellow" if queued else None,
     )
     table.add_row("wall time s", f"{summary['wall_s']:.1f}")
     table.add_row("model requests retried", str(summary.get("retries", 0)))
@@ -291,6 +336,13 @@ def print_summary(summary: Summary, console: Any) -> None:
         shown = ", ".join(summary["error_ids"][:5]) + (" …" if summary["n_errors"] > 5 else "")
         table.add_row("failed questions (count 0)", f"{summary['n_errors']}: {shown}", style="red")
     console.print(table)
+    if queued:
+        console.print(
+            "latencies include queueing: the run sent more questions at once than its endpoint "
+            "serves (the local server answers one at a time: --concurrency 1 measures the "
+            "model alone)",
+            style="yellow",
+        )
 
 
 def format_fallbacks(fallbacks: dict[str, int]) -> str:
@@ -314,7 +366,7 @@ def compare(run_dirs: Sequence[str | os.PathLike[str]]) -> str:
     per question, and the run's wall time. Metrics are percentages; a run missing a metric
     shows "–"; a run not finished shows n as done/total."""
     summaries = [compute_summary(d) for d in run_dirs]
-    labels = run_labels(summaries)
+    labels = run_labels(summaries, run_dirs)
     metrics = sorted({m for s in summaries for m in s["metrics"]}, key=_metric_rank)
     header = ["method", "n", *(metric_label(m) for m in metrics),
               "LLM calls", "prompt tok", "compl. tok", "passages", "latency s", "wall s"]  # fmt: skip
@@ -341,9 +393,13 @@ def compare(run_dirs: Sequence[str | os.PathLike[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_labels(summaries: Sequence[Summary]) -> list[str]:
+def run_labels(
+    summaries: Sequence[Summary], run_dirs: Sequence[str | os.PathLike[str]] | None = None
+) -> list[str]:
     """``method (k=v, ...) · model``, naming only the settings whose values differ between the
-    runs; a fair-top-k vanilla run always shows its ``fair top_k``."""
+    runs; a fair-top-k vanilla run always shows its ``fair top_k``. Then, so that no two runs
+    share a label, the dataset and the index where they differ (by the shortest end of their
+    paths that tells them apart), and the run directory of runs still alike."""
     keys = sorted({k for s in summaries for k in s["context"]})
     varying = [k for k in keys if len({repr(s["context"].get(k)) for s in summaries}) > 1]
     labels = []
@@ -356,7 +412,31 @@ def run_labels(summaries: Sequence[Summary]) -> list[str]:
         ]
         shown = f" ({', '.join(settings)})" if settings else ""
         labels.append(f"{s['method']}{shown} · {s['model']}")
+    for key in ("dataset", "index"):
+        values = [str(s.get(key, "?")) for s in summaries]
+        if len(set(values)) > 1:
+            names = distinct_names(values)
+            labels = [f"{label} · {name}" for label, name in zip(labels, names)]
+    if run_dirs is not None and len(set(labels)) < len(labels):
+        repeated = {label for label in labels if labels.count(label) > 1}
+        names = distinct_names([str(Path(d).resolve()) for d in run_dirs])
+        labels = [
+            f"{label} ({name})" if label in repeated else label
+            for label, name in zip(labels, names)
+        ]
     return labels
+
+
+def distinct_names(paths: Sequence[str]) -> list[str]:
+    """The shortest ends of ``paths`` (last part, last two, ...) that tell different paths
+    apart: ``hotpotqa/questions.jsonl`` and ``musique/questions.jsonl``, not twice
+    ``questions.jsonl``."""
+    parts = [Path(p).parts or (p,) for p in paths]
+    for depth in range(1, max(len(p) for p in parts) + 1):
+        names = ["/".join(p[-depth:]) for p in parts]
+        if len(set(names)) == len(set(paths)):
+            return names
+    return list(paths)
 
 
 _MARKERS = "os^DvP*X<>p"
@@ -401,7 +481,7 @@ def plot(
     import matplotlib.pyplot as plt
 
     summaries = [compute_summary(d) for d in run_dirs]
-    labels = run_labels(summaries)
+    labels = run_labels(summaries, run_dirs)
     shared = [m for m in METRIC_ORDER if all(m in s["metrics"] for s in summaries)]
     metrics = (
         shared[:2] or sorted({m for s in summaries for m in s["metrics"]}, key=_metric_rank)[:2]

@@ -17,12 +17,28 @@ Re-running the same configuration into the same directory resumes: the questions
 anything is appended, and a different configuration is refused with what differs (``limit``
 may change: that is how a run grows). ``force=True`` starts the directory over.
 
+A run is bound to what it ran on. An answer is reused only for the very question it answered:
+same id, question, golds and task (a question edited in the dataset is refused, naming it, or,
+with ``rerun_changed=True``, asked again while the other answers are kept). The index's
+identity (its manifest's ``build_id``, ``noterag.retrievers.indexdir.index_identity``) is
+recorded in ``run.json``: a resume over a rebuilt or changed index is refused, and a rebuild
+*during* the run stops it before the next answer is written. The summary covers the questions
+of this invocation (the dataset cut to ``limit``): the answers of a larger earlier ``limit``
+stay in ``results.jsonl`` for when it grows again, without counting now.
+
 A question whose model calls keep failing (after the client's own retries: ``settings`` sets
 the per-attempt timeout and the number of retries, see ``noterag.models``) is recorded with
 its ``error`` and the run goes on; such questions count 0 in the metrics and
-``retry_errors=True`` runs them again. An error that would fail every question (endpoint
-unreachable, key rejected, unknown model) aborts the run at once instead; settings are
-checked before the first question. Every row counts the model requests that were sent again
+``retry_errors=True`` runs them again (``noterag.eval.report.error_budget`` says when too many
+failed). An error that would fail every question (endpoint unreachable, key rejected, unknown
+model, an index gone or damaged, a results file that cannot be written) aborts the run at once
+instead. Settings, and every task of the dataset, are checked against the method before the
+first question.
+
+``concurrency`` defaults to what the endpoint serves at once: 1 for the local llama.cpp server
+(which answers one request at a time, so more would only queue and the latencies would
+measure the queue), 4 elsewhere. A run with more questions at once than its endpoint serves
+says, in ``run.json`` and its summary, that its latencies include queueing. Every row counts the model requests that were sent again
 (``retries``) and the replies a parser could not read (``fallbacks``, by kind); the summary
 adds them up.
 """
@@ -34,8 +50,10 @@ import atexit
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -43,7 +61,7 @@ from typing import Any, Self
 from langchain_core.retrievers import BaseRetriever
 
 from noterag._fs import atomic_write_json, atomic_write_lines, fsync_dir
-from noterag.errors import ConfigError, NoteragError
+from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 from noterag.eval.report import (
     RESULTS_FILE,
     RUN_FILE,
@@ -58,12 +76,19 @@ from noterag.eval.report import (
 )
 from noterag.methods import METHODS
 from noterag.models.errors import fatal_error, one_line_error
+from noterag.retrievers.indexdir import index_identity
 from noterag.retrievers.spec import normalize_spec
 
 # run.json fields that must match for a run to resume; the others (limit, questions, times)
 # describe the current invocation.
 COMPARED = ("method", "dataset", "format", "index", "model", "context", "fair_topk_from")
 FAIR_TOPK_METHOD = "vanilla"
+# Questions at once when the endpoint's capacity is unknown.
+DEFAULT_CONCURRENCY = 4
+
+
+class IndexChangedError(NoteragError):
+    """The index a run is bound to was rebuilt or changed under the same path."""
 
 
 def run_eval(
@@ -75,13 +100,14 @@ def run_eval(
     model: Any = None,
     context: dict[str, Any] | None = None,
     limit: int | None = None,
-    concurrency: int = 4,
+    concurrency: int | None = None,
     fair_topk_from: str | os.PathLike[str] | None = None,
     progress: bool = True,
     format: str | None = None,
     model_label: str | None = None,
     force: bool = False,
     retry_errors: bool = False,
+    rerun_changed: bool = False,
     console: Any = None,
     settings: Any = None,
 ) -> Summary:
@@ -90,12 +116,14 @@ def run_eval(
     index: an index directory, a retriever spec ("bm25:DIR") or a BaseRetriever; None as
     ``build_graph`` (NOTERAG_INDEX, else the bundled sample). model: a spec or a chat model
     (``model_label`` names an object in the results; a spec names itself). context: the
-    method's settings. fair_topk_from: a finished run directory whose mean distinct passages
-    per question becomes ``top_k`` (vanilla only). settings: the ``ModelSettings`` (timeout,
+    method's settings. concurrency: questions at once (None: what the endpoint serves, see the
+    module). fair_topk_from: a finished run directory whose mean distinct passages per question
+    becomes ``top_k`` (vanilla only). rerun_changed: on resume, ask again the questions that
+    changed in the dataset instead of refusing. settings: the ``ModelSettings`` (timeout,
     retries, ...) of a model built from a spec (default: ``ModelSettings.from_env()``). Blocks;
     call it outside an event loop.
     """
-    if concurrency < 1:
+    if concurrency is not None and concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, not {concurrency}")
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be at least 1, not {limit}")
@@ -111,13 +139,17 @@ def run_eval(
         context["top_k"] = fair_top_k(method, fair_topk_from, context)
     resolve_context(context_schema(method), context)  # unknown method or bad setting: fail now
     examples = load_dataset(Path(dataset), format=format, limit=limit)
+    tasks = _check_tasks(method, context, examples, Path(dataset))
     index_spec = _index_spec(index)
+    label = model_label or _model_label(model)
+    slots = endpoint_slots(label)
+    concurrency = concurrency or slots or DEFAULT_CONCURRENCY
     config = {
         "method": method,
         "dataset": str(Path(dataset).expanduser().resolve()),
         "format": format,
         "index": _index_label(index_spec),
-        "model": model_label or _model_label(model),
+        "model": label,
         "context": context,
         "fair_topk_from": (
             str(Path(fair_topk_from).expanduser().resolve()) if fair_topk_from else None
@@ -125,24 +157,51 @@ def run_eval(
         "limit": limit,
     }
     run_dir = Path(out_dir)
-    _check_run_dir(run_dir, config, force=force)
+    _check_writable(run_dir)
+    # Opening a retriever reads nothing yet; its directories' identities bind the run.
+    retriever = resolve_retriever(index_spec)
+    index_build = index_identities(retriever)
+    previous, rows = _check_run_dir(run_dir, config, index_build, force=force)
+    changed = _changed_questions(rows, examples)
+    if changed and not rerun_changed:
+        raise RunDirError(_changed_message(run_dir, Path(dataset), changed))
 
     # Nothing is written until the index opens and the model answers, so that a typo in either
     # does not leave a run directory behind that the corrected command would refuse.
-    retriever = resolve_retriever(index_spec)
     chat_model = models.load_chat_model(model, settings)
     # Seconds, with the endpoint's URL, rather than every question failing after its retries.
     models.check_model_reachable(chat_model)
     graph = noterag.build_graph(method, model=chat_model, retriever=retriever)
 
+    queued = concurrency > slots if slots is not None else False
+    invocation = {
+        "tasks": dict(sorted(tasks.items())),
+        "index_build": index_build,
+        "concurrency": concurrency,
+        "endpoint_slots": slots,
+        # Once one invocation queued, some latencies of the run measure the queue.
+        "latency_includes_queueing": queued
+        or bool(previous and previous.get("latency_includes_queueing")),
+        "questions": len(examples),
+        # The questions of this invocation: the summary covers them (a smaller --limit keeps
+        # the other answers on disk without counting them).
+        "ids": [ex.id for ex in examples],
+    }
     done = _open_run_dir(
-        run_dir, config, [ex.id for ex in examples], force=force, retry_errors=retry_errors
+        run_dir,
+        config | invocation,
+        previous,
+        drop={question for question, _ in changed},
+        retry_errors=retry_errors,
     )
     todo = [ex for ex in examples if ex.id not in done]
 
-    total = len({ex.id for ex in examples} | set(done))
-    meter = _Progress(console, progress, total=total, done=list(done.values()))
+    scope = {ex.id for ex in examples}
+    meter = _Progress(
+        console, progress, total=len(examples), done=[r for i, r in done.items() if i in scope]
+    )
     if todo:
+        watch = _IndexWatch(index_build)
 
         async def main() -> None:
             # BM25 searches and sync-only models run on the loop's default executor, whose
@@ -151,7 +210,7 @@ def run_eval(
             asyncio.get_running_loop().set_default_executor(executor)
             writer = _ResultsWriter(run_dir / RESULTS_FILE)
             try:
-                await _run_all(graph, todo, config, concurrency, writer, meter)
+                await _run_all(graph, todo, config, concurrency, writer, meter, watch)
             finally:
                 writer.close()
                 executor.shutdown(wait=False)
@@ -159,6 +218,42 @@ def run_eval(
         with meter:
             _event_loop().run(main())
     return summarize(run_dir)
+
+
+def endpoint_slots(model_label: str) -> int | None:
+    """How many requests the model's endpoint serves at once, where noterag knows: 1 for the
+    local llama.cpp server (it answers one request at a time); None for other endpoints."""
+    from noterag.models import LOCAL_MODEL_NAME
+
+    return 1 if model_label in ("local", LOCAL_MODEL_NAME) else None
+
+
+def _check_tasks(
+    method: str, context: dict[str, Any], examples: Sequence[Any], dataset: Path
+) -> Counter[str]:
+    """The questions per task; refuse a ``task`` setting the dataset contradicts (each question
+    is asked and scored with its own task) and a task the method cannot answer, before any
+    model call."""
+    from noterag.tasks import check_task
+
+    tasks = Counter(ex.task for ex in examples)
+    name = dataset.name
+    wanted = context.get("task")
+    if wanted is not None and set(tasks) != {wanted}:
+        counts = ", ".join(f"{n} {task}" for task, n in sorted(tasks.items()))
+        raise ConfigError(
+            f"-c task={wanted} contradicts the dataset: eval asks and scores each question with "
+            f"its own task ({name} has {counts}); drop the task setting (a record's \"task\" "
+            "field sets it)"
+        )
+    for task, n in sorted(tasks.items()):
+        try:
+            check_task(method, task, context)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{name} has {n} {task} question{'s' if n != 1 else ''}, but {exc}"
+            ) from None
+    return tasks
 
 
 _RUNNER: asyncio.Runner | None = None
@@ -196,14 +291,47 @@ def fair_top_k(method: str, run_dir: str | os.PathLike[str], context: dict[str, 
 # --------------------------------------------------------------------------- run directory
 
 
-def _check_run_dir(run_dir: Path, config: dict[str, Any], *, force: bool) -> dict[str, Any] | None:
+def _check_writable(run_dir: Path) -> None:
+    """Refuse an ``--out`` that cannot be written, before anything is loaded: a file, a path
+    through a file, a directory without write permission or on a read-only file system."""
+    if run_dir.exists():
+        if not run_dir.is_dir():
+            raise RunDirError(f"--out {run_dir} is a file, not a directory")
+        target = run_dir
+    else:
+        target = run_dir.parent
+        while not target.exists() and target != target.parent:
+            target = target.parent
+        if not target.is_dir():
+            raise RunDirError(f"cannot write {run_dir}: {target} is not a directory")
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise RunDirError(
+            f"cannot write {run_dir}: {target} is not writable (no permission, or a read-only "
+            "file system)"
+        )
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """An OSError while writing ``path`` (disk full, read-only, no permission) as one line
+    naming the file."""
+    try:
+        yield
+    except OSError as exc:
+        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _check_run_dir(
+    run_dir: Path, config: dict[str, Any], index_build: dict[str, str], *, force: bool
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Refuse a run directory this run cannot resume, before anything is loaded or written;
-    return the configuration it holds (None for a new run or ``force``)."""
+    return the configuration it holds and its finished rows (None and [] for a new run or
+    ``force``)."""
     config_path, results_path = run_dir / RUN_FILE, run_dir / RESULTS_FILE
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirError(f"--out {run_dir} is a file, not a directory")
     if force:
-        return None
+        return None, []
     if config_path.is_file():
         previous = _read_config(config_path)
         differences = [
@@ -217,44 +345,103 @@ def _check_run_dir(run_dir: Path, config: dict[str, Any], *, force: bool) -> dic
                 "resume it with the same settings, choose a new --out, or pass --force to start "
                 "it over"
             )
-        scan_results(results_path)  # a damaged file is refused now, not after the model starts
-        return previous
+        bound = previous.get("index_build")
+        if isinstance(bound, dict):
+            for directory, build in bound.items():
+                now = index_build.get(directory)
+                if now != build:
+                    raise RunDirError(
+                        f"the index at {directory} was rebuilt or changed since {run_dir} "
+                        f"answered on it (build {build} → {now or 'none'}): its answers come "
+                        "from another index; pass --force to start the run over on this one, or "
+                        "choose a new --out"
+                    )
+        # a damaged file is refused now, not after the model starts
+        rows, _ = scan_results(results_path)
+        return previous, rows
     if results_path.exists():
         raise RunDirError(
             f"{run_dir} has a {RESULTS_FILE} but no {RUN_FILE}: not a run this version wrote; "
             "choose a new --out or pass --force to start over"
         )
-    return None
+    return None, []
+
+
+def _changed_questions(
+    rows: Sequence[dict[str, Any]], examples: Sequence[Any]
+) -> list[tuple[str, str]]:
+    """(id, what changed) of each answered question whose question, golds or task differ from
+    the dataset's now: its answer, and its score, belong to another question."""
+    by_id = {ex.id: ex for ex in examples}
+    changed = []
+    for row in rows:
+        example = by_id.get(row["id"])
+        if example is None:  # not a question of this invocation (a larger --limit's)
+            continue
+        what = [
+            name
+            for name, then, now in (
+                ("question", row.get("question"), example.question),
+                ("gold", row.get("golds"), list(example.golds)),
+                ("task", row.get("task"), example.task),
+            )
+            if then != now
+        ]
+        if what:
+            changed.append((row["id"], " and ".join(what) + " changed"))
+    return changed
+
+
+def _changed_message(run_dir: Path, dataset: Path, changed: Sequence[tuple[str, str]]) -> str:
+    shown = ", ".join(f"{question} ({what})" for question, what in changed[:3])
+    more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+    return (
+        f"{run_dir} holds answers to questions that changed in {dataset.name} since: "
+        f"{shown}{more}; pass --rerun-changed to ask those again and keep the other answers, "
+        "--force to start the run over, or choose a new --out"
+    )
 
 
 def _open_run_dir(
-    run_dir: Path, config: dict[str, Any], ids: Sequence[str], *, force: bool, retry_errors: bool
+    run_dir: Path,
+    config: dict[str, Any],
+    previous: dict[str, Any] | None,
+    *,
+    drop: set[str],
+    retry_errors: bool,
 ) -> dict[str, dict[str, Any]]:
-    """Create or resume the run directory; return the finished rows to skip, by id."""
-    previous = _check_run_dir(run_dir, config, force=force)
-    if force:
-        for name in (RUN_FILE, RESULTS_FILE, SUMMARY_FILE):
-            (run_dir / name).unlink(missing_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    """Create or resume the run directory (``previous`` None: start it over); return the
+    finished rows to skip, by id. Rows whose id is in ``drop`` (changed questions) and, with
+    ``retry_errors``, failed rows are removed to be asked again."""
     results_path = run_dir / RESULTS_FILE
-    rows = _repair_results(results_path)
-    if retry_errors and any(row.get("error") for row in rows):
-        rows = [row for row in rows if not row.get("error")]
-        atomic_write_lines(results_path, (_encode(row) for row in rows))
+    if previous is None:
+        for name in (RUN_FILE, RESULTS_FILE, SUMMARY_FILE):
+            with _writing(run_dir / name):
+                (run_dir / name).unlink(missing_ok=True)
+    with _writing(run_dir):
+        run_dir.mkdir(parents=True, exist_ok=True)
+    with _writing(results_path):
+        rows = _repair_results(results_path) if previous is not None else []
+        kept = [
+            row
+            for row in rows
+            if row["id"] not in drop and not (retry_errors and row.get("error"))
+        ]
+        if len(kept) < len(rows):
+            atomic_write_lines(results_path, (_encode(row) for row in kept))
     from noterag import __version__
 
-    atomic_write_json(
-        run_dir / RUN_FILE,
-        config
-        | {
-            "created": previous.get("created") if previous else time.time(),
-            # The questions the run covers: a resume with a smaller --limit keeps its rows.
-            "questions": len(set(ids) | {row["id"] for row in rows}),
-            "updated": time.time(),
-            "noterag": __version__,
-        },
-    )
-    return {row["id"]: row for row in rows}
+    with _writing(run_dir / RUN_FILE):
+        atomic_write_json(
+            run_dir / RUN_FILE,
+            config
+            | {
+                "created": previous.get("created") if previous else time.time(),
+                "updated": time.time(),
+                "noterag": __version__,
+            },
+        )
+    return {row["id"]: row for row in kept}
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -298,10 +485,12 @@ class _ResultsWriter:
     costs seconds."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         existed = path.exists()
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        if not existed:
-            fsync_dir(path.parent)
+        with _writing(path):
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            if not existed:
+                fsync_dir(path.parent)
 
     def append(self, row: dict[str, Any]) -> None:
         view = memoryview(_encode(row))
@@ -317,11 +506,35 @@ class _ResultsWriter:
 
 
 class _Abort(Exception):
-    """An error that would fail every question: stop the run."""
+    """An error that would fail every question: stop the run. ``resumable``: the same command
+    can go on once the cause is gone (an endpoint back up, disk space freed)."""
 
-    def __init__(self, error: NoteragError) -> None:
+    def __init__(self, error: NoteragError, *, resumable: bool = True) -> None:
         super().__init__(str(error))
         self.error = error
+        self.resumable = resumable
+
+
+class _IndexWatch:
+    """The index identities the run is bound to, checked again before each answer is kept."""
+
+    def __init__(self, bound: dict[str, str]) -> None:
+        self.bound = bound
+
+    def check(self) -> None:
+        for directory, build in self.bound.items():
+            now = index_identity(directory)
+            if now != build:
+                raise _Abort(
+                    IndexChangedError(
+                        f"the index at {directory} was rebuilt or changed during the run (build "
+                        f"{build} → {now or 'none'}), so the answers from then on could come "
+                        "from either index; the answers before it are kept, but the run cannot "
+                        "go on with another index: pass --force to start it over, or choose a "
+                        "new --out"
+                    ),
+                    resumable=False,
+                )
 
 
 async def _run_all(
@@ -331,13 +544,24 @@ async def _run_all(
     concurrency: int,
     writer: _ResultsWriter,
     meter: _Progress,
+    watch: _IndexWatch,
 ) -> None:
     semaphore = asyncio.Semaphore(concurrency)
 
     async def one(example: Any) -> None:
         async with semaphore:
             row = await answer_one(graph, example, config)
-            writer.append(row)
+            # An answer is kept only if the index it may have read is still the run's.
+            watch.check()
+            try:
+                writer.append(row)
+            except OSError as exc:
+                raise _Abort(
+                    RunDirError(
+                        f"cannot write {writer.path}: {exc.strerror or exc}; the rows written "
+                        "before are kept"
+                    )
+                ) from None
         meter.advance(row)
 
     try:
@@ -349,9 +573,9 @@ async def _run_all(
         aborts = [e for e in failed.exceptions if isinstance(e, _Abort)]
         if not aborts:
             raise failed.exceptions[0] from None
+        resume = "; run the same command again to resume" if aborts[0].resumable else ""
         raise type(aborts[0].error)(
-            f"{aborts[0].error} (stopped after {meter.count} of {meter.total} questions; run "
-            "the same command again to resume)"
+            f"{aborts[0].error} (stopped after {meter.count} of {meter.total} questions{resume})"
         ) from None
 
 
@@ -371,6 +595,8 @@ async def answer_one(graph: Any, example: Any, config: dict[str, Any]) -> dict[s
             fatal = fatal_error(exc)
             if fatal is not None:
                 raise _Abort(fatal) from exc
+            if isinstance(exc, IndexNotFoundError):  # gone or damaged: every question would fail
+                raise _Abort(exc, resumable=False) from exc
             state, error = {}, one_line_error(exc)
     latency = time.perf_counter() - clock
     state = state | {"retries": retries.value}
@@ -442,6 +668,26 @@ def _index_spec(index: Any) -> Any:
     if index is None or isinstance(index, BaseRetriever):
         return index
     return normalize_spec(index)
+
+
+def index_identities(retriever: Any) -> dict[str, str]:
+    """The identity of every index directory behind ``retriever`` (a hybrid's parts too), by
+    absolute path: what a run is bound to (``index_identity``). Retrievers without a directory
+    (Elasticsearch, a test's own) bind nothing."""
+    found: dict[str, str] = {}
+
+    def walk(part: Any) -> None:
+        index_dir = getattr(part, "index_dir", None)
+        if isinstance(index_dir, str | os.PathLike):
+            directory = str(Path(index_dir).expanduser().resolve())
+            identity = index_identity(directory)
+            if identity is not None:
+                found[directory] = identity
+        for child in getattr(part, "retrievers", None) or ():
+            walk(child)
+
+    walk(retriever)
+    return found
 
 
 def _index_label(spec: Any) -> str:
