@@ -6,6 +6,7 @@ without a context (``runtime.context is None``) uses these defaults; a dict cont
 
 from __future__ import annotations
 
+import math
 import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
@@ -16,6 +17,24 @@ from noterag.errors import ConfigError
 
 TASKS = ("multihop", "asqa", "strategyqa", "crud")
 PROFILES = ("paper", "official")
+
+# A passage longer than this many characters is cut in prompts (``max_passage_chars``): about
+# 2,500 tokens, several times a Wikipedia paragraph, so that a whole article (or a 15 MB line)
+# indexed as one passage cannot make a prompt of millions of tokens.
+MAX_PASSAGE_CHARS = 10_000
+# The longest question a run accepts: far beyond any benchmark's, far below a prompt that
+# would fail at the endpoint after paid calls.
+MAX_QUESTION_CHARS = 8_000
+
+
+def check_question_size(question: str) -> None:
+    """Refuse a question longer than ``MAX_QUESTION_CHARS`` (one line, before any model call)."""
+    if len(question) > MAX_QUESTION_CHARS:
+        raise ConfigError(
+            f"the question is {len(question):,} characters long; at most "
+            f"{MAX_QUESTION_CHARS:,} are accepted (put long material in the corpus, not the "
+            "question)"
+        )
 
 
 def _field(default: Any, description: str) -> Any:
@@ -50,6 +69,12 @@ class RunContext:
     max_tokens: int | None = _field(
         None, "Cap on tokens per model reply (None: the model's own; profile=official: 1280)."
     )
+    max_passage_chars: int | None = _field(
+        MAX_PASSAGE_CHARS,
+        "A retrieved passage longer than this many characters is cut to it (marked with "
+        "' [...]') before it reaches a prompt; each cut is counted in the run's fallbacks as "
+        "passage_truncated. None: passages go whole.",
+    )
     prompts: dict[str, str] | None = field(
         default=None,
         metadata={
@@ -60,6 +85,22 @@ class RunContext:
     )
 
     def __post_init__(self) -> None:
+        # The command line's flags and -c pairs, the Python API and the server all end here,
+        # so a value is refused alike however it is given.
+        for f in fields(self):  # nan and infinity are no setting of any method
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{f.name} must be a finite number, not {value}")
+        if self.temperature is not None and not self.temperature >= 0:
+            raise ConfigError(
+                f"temperature must be a finite number >= 0, not {self.temperature}"
+            )
+        if self.top_p is not None and not 0 <= self.top_p <= 1:
+            raise ConfigError(f"top_p must be between 0 and 1, not {self.top_p}")
+        for name in ("max_tokens", "max_passage_chars"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"{name} must be at least 1, not {value}")
         if self.top_k < 1:
             raise ConfigError(f"top_k must be at least 1, not {self.top_k}")
         if self.task not in TASKS:

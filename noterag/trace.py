@@ -33,6 +33,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from noterag._fs import atomic_write_text, check_output_file, file_starts_with
 from noterag.errors import NoteragError
 
 
@@ -146,21 +147,33 @@ def check_run(run: Any, where: str = "the run") -> None:
         )
 
 
-def check_writable(path: str | Path) -> None:
-    """Refuse an HTML destination that cannot be written, before a run is spent on it."""
-    path = Path(path)
-    if path.is_dir():
-        raise TraceInputError(f"--html {path} is a directory; give a file name")
-    if not path.parent.is_dir():
-        raise TraceInputError(f"--html {path}: directory {path.parent} does not exist")
+# What every page starts with (templates/trace.html.j2): how a page noterag wrote is told from
+# a user's file that ``--html`` must not overwrite.
+_PAGE_MARKERS = (b"<!DOCTYPE html>", b"<title>noterag trace")
 
 
-def write_html(run: Mapping[str, Any], path: str | Path) -> Path:
+def is_trace_page(path: str | Path) -> bool:
+    """Whether ``path`` holds a trace page noterag wrote (its head has the page's markers)."""
+    return file_starts_with(Path(path), *_PAGE_MARKERS)
+
+
+def check_writable(path: str | Path, force: bool = False) -> None:
+    """Refuse an HTML destination before a run is spent on it: a directory, a missing or
+    unwritable directory, or an existing file that is not a trace page (unless ``force``)."""
+    try:
+        check_output_file(path, option="--html", ours=is_trace_page, what="a page", force=force)
+    except NoteragError as exc:
+        raise TraceInputError(str(exc)) from None
+
+
+def write_html(run: Mapping[str, Any], path: str | Path, force: bool = False) -> Path:
+    """Render ``run`` and write the page to ``path``, atomically (a reader, or a crash, never
+    sees half a page); an existing file that is not a trace page is refused unless ``force``."""
     path = Path(path)
-    check_writable(path)
+    check_writable(path, force)
     page = render_html(run)
     try:
-        path.write_text(page, encoding="utf-8")
+        atomic_write_text(path, page)
     except OSError as exc:
         raise TraceInputError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path

@@ -255,9 +255,15 @@ def test_unreachable_endpoint_names_the_url(index_dir: Path) -> None:
 
 
 def test_invalid_option_value_is_a_usage_error(index_dir: Path, scripted: dict) -> None:
-    result = cli("ask", QUESTION, "--index", str(index_dir), "--top-k", "0")
+    # A value click cannot read is a usage error (exit 2); one out of the setting's range is
+    # the context's to refuse, as for -c (exit 1): both one error line, before any model.
+    result = cli("ask", QUESTION, "--index", str(index_dir), "--top-k", "many")
     assert result.exit_code == 2
+    assert [line.split(":")[0] for line in stderr_lines(result)] == ["error"]
     assert "Traceback" not in result.output
+    assert_one_error_line(
+        cli("ask", QUESTION, "--index", str(index_dir), "--top-k", "0"), "top_k must be at least 1"
+    )
     assert scripted["specs"] == []
 
 

@@ -4,9 +4,13 @@
     noterag ask "In which year was the architect of the Velmora Bridge born?" --index my-index
 
 Progress goes to stderr and the answer (or ``--json``, the final state) to stdout, so
-``noterag ask ... > answer.txt`` captures just the answer. Every error a user can cause ends the
-command with one ``error: ...`` line on stderr and exit code 1, never a traceback
-(``NOTERAG_DEBUG=1`` shows the traceback of unexpected errors; ``cli.errors``).
+``noterag ask ... > answer.txt`` captures just the answer. Every error ends the command with
+exactly one ``error: ...`` line on stderr and nothing on stdout, never a traceback or a boxed
+panel: exit code 2 when the command line cannot be parsed (an unknown option or command, a
+missing argument, a value of the wrong type or not among the choices: ``OneLineUsageErrors``),
+exit code 1 for everything else, a setting's value out of range included, whether given as a
+flag or as ``-c KEY=VALUE`` (the context dataclass checks both alike). ``NOTERAG_DEBUG=1`` shows
+the traceback of unexpected errors (``cli.errors``).
 
 One module per command group (``index``, ``methods``, ``ask``, ``trace``, ``eval`` with
 ``compare``, ``corpus``); ``options`` holds what they share, ``render`` the progress lines,
@@ -17,13 +21,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import click
 import typer
+from typer.core import TyperGroup
 
+from noterag.cli.align import app as align_app
 from noterag.cli.ask import ask_command
 from noterag.cli.corpus import corpus_from_command
+from noterag.cli.errors import typer_click, usage_error_line
 from noterag.cli.eval import compare_command, eval_command
 from noterag.cli.index import index_command
 from noterag.cli.local import LocalModelGuard
@@ -32,8 +39,45 @@ from noterag.cli.trace import trace_command
 
 __all__ = ["app", "main"]
 
+
+class OneLineUsageErrors(TyperGroup):
+    """The command group with click's usage errors as one ``error:`` line and exit code 2,
+    instead of typer's boxed panel under a usage block (the CLI's contract: one line per
+    error). Here rather than in ``main`` so that every way of calling ``app`` (``main``,
+    ``python -m noterag``, typer's CliRunner) prints the same."""
+
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            # Not standalone: click raises the usage error to us rather than formatting it,
+            # and returns the exit code of a typer.Exit (e.g. --help, --version: 0).
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except typer_click.exceptions.NoArgsIsHelpError:
+            sys.exit(2)  # `noterag` alone: typer has printed the help, as before
+        except typer_click.exceptions.ClickException as exc:  # usage errors: exit code 2
+            click.echo(usage_error_line(exc), err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:  # EOF on a prompt
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        except BrokenPipeError:  # `noterag ask --help | head`: the reader left, as typer does
+            sys.stdout = click.utils.PacifyFlushWrapper(sys.stdout)  # type: ignore[assignment]
+            sys.stderr = click.utils.PacifyFlushWrapper(sys.stderr)  # type: ignore[assignment]
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
     name="noterag",
+    cls=OneLineUsageErrors,
     help="Note-centric adaptive RAG (Adaptive-Note, DeepNote) as LangGraph graphs.",
     no_args_is_help=True,
     add_completion=False,
@@ -70,6 +114,7 @@ app.command("trace")(trace_command)
 app.command("eval")(eval_command)
 app.command("compare")(compare_command)
 app.command("corpus-from")(corpus_from_command)
+app.add_typer(align_app, name="align")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,6 +25,7 @@ from noterag.cli.options import (
     MaxRetriesOption,
     ProfileName,
     PromptOption,
+    SkipModelCheckOption,
     Task,
     TimeoutOption,
     context_default,
@@ -34,9 +35,18 @@ from noterag.cli.options import (
     prompt_overrides,
     retriever_spec,
 )
-from noterag.cli.render import Progress, plural, status, stderr_console
-from noterag.cli.trace import write_trace
+from noterag.cli.render import (
+    Progress,
+    plural,
+    printable,
+    status,
+    stderr_console,
+    terminal_safe_json,
+)
+from noterag.cli.trace import ForceOption, write_trace
+from noterag.context import check_question_size, resolve_context
 from noterag.errors import ConfigError, NoteragError
+from noterag.methods import context_schema
 
 
 def ask_command(
@@ -58,7 +68,6 @@ def ask_command(
         int | None,
         typer.Option(
             "--top-k",
-            min=1,
             help=f"Passages retrieved per query ({context_default('top_k')}).",
             show_default=False,
         ),
@@ -67,7 +76,6 @@ def ask_command(
         int | None,
         typer.Option(
             "--max-steps",
-            min=0,
             help=f"Stop after this many note-update steps ({context_default('max_steps')}).",
             show_default=False,
         ),
@@ -76,7 +84,6 @@ def ask_command(
         int | None,
         typer.Option(
             "--max-failures",
-            min=0,
             help="Stop after this many steps whose new note was rejected "
             f"({context_default('max_failures')}).",
             show_default=False,
@@ -86,7 +93,6 @@ def ask_command(
         int | None,
         typer.Option(
             "--max-passages",
-            min=0,
             help="Stop once this many distinct passages were retrieved, the first ones included "
             f"({context_default('max_passages')}).",
             show_default=False,
@@ -114,7 +120,6 @@ def ask_command(
         float | None,
         typer.Option(
             "--temperature",
-            min=0.0,
             help="Sampling temperature (default: 0.1).",
             show_default=False,
         ),
@@ -123,8 +128,6 @@ def ask_command(
         float | None,
         typer.Option(
             "--top-p",
-            min=0.0,
-            max=1.0,
             help="Nucleus sampling top_p (default: 0.9).",
             show_default=False,
         ),
@@ -133,13 +136,13 @@ def ask_command(
         int | None,
         typer.Option(
             "--max-tokens",
-            min=1,
             help="Cap on tokens per model reply (default: the endpoint's; 512 for local).",
             show_default=False,
         ),
     ] = None,
     timeout: TimeoutOption = None,
     max_retries: MaxRetriesOption = None,
+    skip_model_check: SkipModelCheckOption = False,
     extra: Annotated[
         list[str] | None,
         typer.Option(
@@ -166,6 +169,7 @@ def ask_command(
             show_default=False,
         ),
     ] = None,
+    force: ForceOption = False,
     quiet: Annotated[
         bool,
         typer.Option("--quiet", "-q", help="No progress or summary on stderr, only errors."),
@@ -178,6 +182,7 @@ def ask_command(
     with user_errors(guard):
         if not question.strip():
             raise ConfigError("the question is empty")
+        check_question_size(question.strip())
         context = {
             name: value.value if isinstance(value, Enum) else value
             for name, value in {
@@ -200,7 +205,7 @@ def ask_command(
         if html_out is not None:
             from noterag.trace import check_writable
 
-            check_writable(html_out)
+            check_writable(html_out, force)
 
         from noterag.retrievers import load_retriever
 
@@ -209,7 +214,9 @@ def ask_command(
         with guard.owned():
             import noterag
 
-            chat_model = load_model(model, console, model_settings(timeout, max_retries))
+            chat_model = load_model(
+                model, console, model_settings(timeout, max_retries), check=not skip_model_check
+            )
             graph = noterag.build_graph(method, model=chat_model, retriever=retriever)
             from noterag.models import count_retries
 
@@ -217,23 +224,26 @@ def ask_command(
                 final = run(graph, method, question.strip(), context, console)
         print_result(final, as_json)
         if html_out is not None:
-            write_trace(final, html_out, console)
-        summary(final, console, time.perf_counter() - started, retries.value)
+            write_trace(final, html_out, console, force)
+        cap = resolve_context(context_schema(method), context).max_passage_chars
+        summary(final, console, time.perf_counter() - started, retries.value, cap)
 
 
-def load_model(spec: str | None, console: Console, settings: Any = None) -> Any:
+def load_model(spec: str | None, console: Console, settings: Any = None, check: bool = True) -> Any:
     """The chat model for ``--model`` (else ``$NOTERAG_MODEL``, else local), its endpoint
-    checked, with a spinner while the local server starts."""
+    checked unless ``check`` is False (``--skip-model-check``), with a spinner while the local
+    server starts."""
     from noterag import models
 
     spec = (spec if spec is not None else os.environ.get("NOTERAG_MODEL", "local")).strip()
     if not spec:
         raise ConfigError("the --model value is empty")
     label = "starting the local model…" if spec == "local" else f"connecting to {spec}…"
-    with status(console, label):
+    with status(console, printable(label)):
         chat_model = models.load_chat_model(spec, settings)
-        # Fail in seconds with the endpoint's URL rather than after the client's retries.
-        models.check_model_reachable(chat_model)
+        if check:
+            # Fail in seconds with the endpoint's URL rather than after the client's retries.
+            models.check_model_reachable(chat_model)
     return chat_model
 
 
@@ -266,12 +276,19 @@ def print_result(final: dict[str, Any], as_json: bool) -> None:
 
         # Chat messages as their JSON form ({"type": "ai", "data": {...}}), not Python reprs.
         state = final | {"messages": messages_to_dict(final.get("messages") or [])}
-        click.echo(json.dumps(state, ensure_ascii=False, indent=2, default=str))
+        text = json.dumps(state, ensure_ascii=False, indent=2, default=str)
+        click.echo(terminal_safe_json(text))  # the data whole, its control characters escaped
     else:
-        click.echo(final.get("answer", ""))
+        click.echo(printable(str(final.get("answer", ""))))
 
 
-def summary(final: dict[str, Any], console: Console, elapsed: float, retries: int = 0) -> None:
+def summary(
+    final: dict[str, Any],
+    console: Console,
+    elapsed: float,
+    retries: int = 0,
+    passage_cap: int | None = None,
+) -> None:
     steps, calls = final.get("steps", 0), final.get("llm_calls", 0)
     passages = len(final.get("passage_ids") or [])
     tokens = final.get("prompt_tokens", 0), final.get("completion_tokens", 0)
@@ -283,9 +300,14 @@ def summary(final: dict[str, Any], console: Console, elapsed: float, retries: in
         f"{passages} {plural(passages, 'passage')}",
         f"{elapsed:.1f} s",
     ]
-    unreadable = sum((final.get("fallbacks") or {}).values())
+    fallbacks = dict(final.get("fallbacks") or {})
+    cut = fallbacks.pop("passage_truncated", 0)  # not a reply: passages over max_passage_chars
+    unreadable = sum(fallbacks.values())
     if unreadable:  # the replies no parser could read took their fallbacks (nodes/parsing.py)
         parts.insert(-1, f"{unreadable} unreadable {'reply' if unreadable == 1 else 'replies'}")
+    if cut:
+        limit = f" to {passage_cap:,} characters" if passage_cap else ""
+        parts.insert(-1, f"{cut} {plural(cut, 'passage')} cut{limit}")
     if retries:
         parts.insert(-1, f"{retries} {plural(retries, 'request')} retried")
-    console.print(Text(" · ".join(parts), style="dim"))
+    console.print(Text(printable(" · ".join(parts)), style="dim"))

@@ -1,6 +1,9 @@
-"""The command line's error contract: every failure a user can cause ends the command with one
-``error: ...`` line on stderr and exit code 1 (or the error's own ``exit_code``), never a
-traceback; ``NOTERAG_DEBUG=1`` shows the traceback of unexpected errors."""
+"""The command line's error contract: every failure ends the command with one ``error: ...``
+line on stderr, never a traceback: exit code 2 for a command line click cannot parse
+(``usage_error_line``, printed by ``noterag.cli.OneLineUsageErrors``), 1 (or the error's own
+``exit_code``) for everything else; ``NOTERAG_DEBUG=1`` shows the traceback of unexpected
+errors. The line is made printable: error text may quote an endpoint's reply or a file's
+content."""
 
 from __future__ import annotations
 
@@ -8,19 +11,37 @@ import os
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 import typer
+import typer.core
 
 from noterag.cli.local import LocalModelGuard
+from noterag.cli.render import printable
 from noterag.errors import NoteragError
+
+# The click that typer parses with: recent typer vendors its own (typer._click), whose exception
+# classes are not click's; older typer uses click itself.
+typer_click: Any = getattr(typer.core, "_click", click)
+
+
+def error_line(message: str) -> str:
+    """``error: message`` as one printable line (newlines and runs of spaces collapsed)."""
+    return f"error: {' '.join(printable(str(message)).split())}"
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    # Collapse newlines: the contract is exactly one line on stderr.
-    click.echo(f"error: {' '.join(str(message).split())}", err=True)
+    click.echo(error_line(message), err=True)
     raise typer.Exit(code)
+
+
+def usage_error_line(exc: Any) -> str:
+    """A usage error of click's (unknown option, missing argument, bad value) as the one
+    ``error:`` line, naming the help of the command it concerns."""
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return error_line(exc.format_message() + where)
 
 
 @contextmanager
@@ -29,7 +50,7 @@ def user_errors(guard: LocalModelGuard) -> Iterator[None]:
     stop the local server this command started and tell ``main`` not to wait for threads."""
     try:
         yield
-    except (typer.Exit, click.exceptions.Exit, click.ClickException):
+    except (typer.Exit, click.exceptions.Exit, click.ClickException, typer_click.ClickException):
         raise
     except KeyboardInterrupt:
         guard.interrupt()

@@ -33,6 +33,7 @@ from noterag.methods import METHODS, context_schema
 Task = Enum("Task", {name: name for name in TASKS}, type=str)  # type: ignore[misc]
 ProfileName = Enum("ProfileName", {name: name for name in PROFILES}, type=str)  # type: ignore[misc]
 
+
 def known_method(value: str | None) -> str | None:
     """``--method``: a registered method (as a usage error, like any bad option value)."""
     if value is not None and value not in METHODS:
@@ -110,6 +111,15 @@ TimeoutOption = Annotated[
         show_default=False,
     ),
 ]
+SkipModelCheckOption = Annotated[
+    bool,
+    typer.Option(
+        "--skip-model-check",
+        help="Do not ask the endpoint for its model list before the run (for a server that "
+        "cannot answer it or answers slowly); also NOTERAG_SKIP_MODEL_CHECK=1. The check only "
+        "fails on an endpoint that cannot be reached or rejects the key.",
+    ),
+]
 MaxRetriesOption = Annotated[
     int | None,
     typer.Option(
@@ -158,7 +168,19 @@ def parse_context(method: str, options: dict[str, Any], pairs: list[str]) -> dic
         raise ConfigError(
             f"{method} has no {flags} setting; its settings: {', '.join(setting_names(schema))}"
         )
-    context = options | context_from_pairs(schema, pairs)
+    from_pairs = context_from_pairs(schema, pairs)
+    # A flag and a -c pair for the same setting: neither silently wins. The same value twice
+    # is no conflict.
+    for name in sorted(set(options) & set(from_pairs)):
+        if options[name] != from_pairs[name]:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(
+                f"{flag} {options[name]} and -c {name}={from_pairs[name]} set {name} twice; "
+                "give one"
+            )
+    context = options | from_pairs
+    # The context dataclass checks every value, the flags' as the -c pairs' (same rules, same
+    # messages).
     resolve_context(schema, context)
     return context
 

@@ -5,10 +5,19 @@ Each event type of the shared steps (retrieve, the note steps, answer) has a sma
 ``RENDERERS`` (event -> a line, several lines, or nothing). ``renderers_for(method)`` adds the
 method's own from its declaration (``MethodSpec.progress``), so a new method's events show
 without a change here; an event type nobody renders prints nothing.
+
+Text from outside noterag (passage titles and text, model replies, endpoint error messages,
+file names) reaches the terminal only through ``printable``, which removes what a terminal
+would act on rather than show: escape sequences (colours, cursor moves, window titles,
+hyperlinks, screen clears), the C1 controls and the C0 controls but newline and tab. Rich's
+markup escaping does not: it leaves ESC alone. The progress lines, the answer, the summary and
+every ``error:`` line go through it; ``--json`` escapes those characters instead (``\\u001b``),
+so the data stays whole.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -22,6 +31,50 @@ Event = dict[str, Any]
 # One line, several lines (each gets the step prefix), or None to print nothing; a plain str
 # is a line without style.
 Renderer = Callable[[Event], Text | str | list[Text] | list[str] | None]
+
+
+# Whole sequences, so that no "[2J" or "]0;title" is left behind: CSI (ESC [ or the 8-bit 0x9b,
+# parameters, intermediates, a final byte); OSC / DCS / SOS / PM / APC strings up to their
+# terminator (BEL or ST, as ESC \\ or 0x9c); any other ESC with its intermediates and final
+# byte (charset switches, resets, keypad modes). Of an unterminated string only its introducer
+# goes, and a lone control character goes alone: the text after it stays, visible and inert.
+# A string's body stops at the next ESC or 8-bit introducer, so hostile text full of
+# introducers costs linear time.
+_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x90\x98\x9b-\x9f]*(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b[ -/]*[0-~]"
+)
+# C0 but tab and newline, DEL, C1.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without anything a terminal would act on (see the module docstring): newlines
+    and tabs stay, every other character is kept as is."""
+    return _CONTROL.sub("", _SEQUENCE.sub("", text))
+
+
+def printable_value(value: Any) -> Any:
+    """``value`` with ``printable`` applied to every string in it (dicts, lists, tuples), for
+    the progress events a renderer turns into lines."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {key: printable_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(printable_value(item) for item in value)
+    return value
+
+
+# JSON keeps the C0 controls escaped already; DEL and C1 it writes raw (ensure_ascii=False).
+_JSON_RAW_CONTROL = re.compile(r"[\x7f-\x9f]")
+
+
+def terminal_safe_json(text: str) -> str:
+    """JSON text (from ``json.dumps``) with DEL and the C1 controls written as ``\\u`` escapes:
+    the same JSON value, and nothing a terminal would act on."""
+    return _JSON_RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def stderr_console(quiet: bool = False) -> Console:
@@ -137,6 +190,8 @@ class Progress:
     def event(self, event: Any) -> None:
         if not isinstance(event, dict) or not isinstance(kind := event.get("type"), str):
             return
+        # Every renderer (the methods' own too) sees the event's text already made printable.
+        event = printable_value(event)
         render = self.renderers.get(kind)
         rendered = render(event) if render is not None else None
         for text in [rendered] if isinstance(rendered, Text | str) else rendered or []:

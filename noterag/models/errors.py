@@ -8,36 +8,68 @@ function here looks along the whole cause chain (``cause_chain``).
 from __future__ import annotations
 
 import json
+import os
 import socket
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
 from noterag.errors import ModelUnavailableError, NoteragError
 
 __all__ = [
+    "SKIP_CHECK_ENV",
     "cause_chain",
     "check_model_reachable",
     "fatal_error",
     "friendly_model_error",
+    "model_check_skipped",
     "one_line_error",
 ]
 
 
-def check_model_reachable(model: BaseChatModel, timeout: float = 5.0) -> None:
-    """Raise ModelUnavailableError unless an OpenAI-compatible model's endpoint answers.
+# Set (1, true, yes, on) to skip the pre-check: for a server that cannot list its models, or
+# to save the request. The CLI's --skip-model-check does the same for one command.
+SKIP_CHECK_ENV = "NOTERAG_SKIP_MODEL_CHECK"
 
-    Lists the endpoint's models (cheap, no generation). Models that are not ChatOpenAI pass.
-    """
+
+def model_check_skipped() -> bool:
+    return os.environ.get(SKIP_CHECK_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def check_model_reachable(model: BaseChatModel, timeout: float | None = None) -> None:
+    """Raise ModelUnavailableError if an OpenAI-compatible model's endpoint cannot be reached
+    or rejects the key, so that a run fails in seconds with the endpoint's URL rather than
+    after the first paid steps and the client's retries.
+
+    Asks for the endpoint's model list (cheap, no generation), once, within the model's own
+    request timeout (``--timeout``; ``timeout`` overrides it). Only a connection that fails or
+    times out and a rejected key (HTTP 401 / 403) are errors: any other answer (a 404 from a
+    server without ``GET /v1/models``, a 405, a 5xx, a body that is no list) shows the endpoint
+    is there, and the run's own requests say what else is wrong. Skipped when
+    ``NOTERAG_SKIP_MODEL_CHECK`` is set, and for models that are not ChatOpenAI."""
+    import openai
+
+    if model_check_skipped():
+        return
     client = getattr(model, "root_client", None)
     if client is None or not hasattr(client, "models"):
         return
+    options: dict[str, Any] = {"max_retries": 0}
+    if timeout is not None:
+        options["timeout"] = timeout
     try:
-        client.with_options(timeout=timeout, max_retries=0).models.list()
-    except Exception as exc:
+        client.with_options(**options).models.list()
+    except (
+        openai.APIConnectionError,  # refused, unknown host, timed out
+        openai.AuthenticationError,
+        openai.PermissionDeniedError,
+    ) as exc:
         friendly = friendly_model_error(exc)
         if friendly is None:
             raise
         raise friendly from exc
+    except Exception:  # noqa: BLE001 - it answered: reachable (see the docstring)
+        return
 
 
 def friendly_model_error(exc: BaseException) -> NoteragError | None:
@@ -76,7 +108,7 @@ def friendly_model_error(exc: BaseException) -> NoteragError | None:
             return ModelUnavailableError(f"the model endpoint {url} is rate limiting (HTTP 429)")
         if isinstance(err, openai.APIStatusError):
             return ModelUnavailableError(
-                f"the model endpoint {url} failed (HTTP {err.status_code}): {_first_line(err)}"
+                f"the model endpoint {url} failed (HTTP {err.status_code}): {_status_detail(err)}"
             )
     return None
 
@@ -176,6 +208,21 @@ def _requested_model(err: BaseException) -> str:
         return str(json.loads(request.content)["model"])  # type: ignore[union-attr]
     except (AttributeError, KeyError, TypeError, ValueError):
         return "?"
+
+
+def _status_detail(err: Any) -> str:
+    """What an error status came with: an HTML page by its title (a proxy's or a login page,
+    whose first line says nothing), else the SDK's message's first line."""
+    from noterag.models.replies import html_description, looks_like_html
+
+    response = getattr(err, "response", None)
+    try:
+        content_type, body = response.headers.get("content-type", ""), response.content  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - no response, or a stream not read: the message only
+        return _first_line(err)
+    if isinstance(body, bytes) and body.strip() and looks_like_html(content_type, body):
+        return f"it answered {html_description(body)}"
+    return _first_line(err)
 
 
 def _first_line(err: BaseException) -> str:

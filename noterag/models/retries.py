@@ -79,12 +79,18 @@ async def _anote_attempt(request: Any) -> None:
 
 def counting_clients() -> dict[str, Any]:
     """HTTP clients for ChatOpenAI that report each retried attempt to ``count_retries``: the
-    SDK's default clients (its limits and redirects) with a request hook."""
+    SDK's default clients (its limits and redirects) with a request hook; and a response hook
+    that turns a completion reply that is none (an HTML page, an empty body, invalid JSON, no
+    choices) into one line naming the endpoint (``noterag.models.replies``)."""
     import openai
 
+    from noterag.models.replies import acheck_reply, check_reply
+
     return {
-        "http_client": openai.DefaultHttpxClient(event_hooks={"request": [_note_attempt]}),
+        "http_client": openai.DefaultHttpxClient(
+            event_hooks={"request": [_note_attempt], "response": [check_reply]}
+        ),
         "http_async_client": openai.DefaultAsyncHttpxClient(
-            event_hooks={"request": [_anote_attempt]}
+            event_hooks={"request": [_anote_attempt], "response": [acheck_reply]}
         ),
     }

@@ -35,6 +35,15 @@ _ACCEPTED_SPECS = (
     "a LangChain chat model object, 'openai:<model>', 'openai:<model>@<base_url>' or 'local'"
 )
 _INLINE_URL = re.compile(r"^(?P<model>.+?)@(?P<url>https?://\S+)$")
+# What after a model name's last "@" is a base URL whose scheme was forgotten rather than part
+# of the name (Vertex-style names such as claude-3-5-sonnet@20240620 keep their "@"): a host
+# with a port, localhost or an IP address, or anything with a path.
+_SCHEMELESS_URL = re.compile(
+    r"(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-f:.]+\]|[\w.-]+:\d+)(?::\d+)?(?:/\S*)?"
+    r"|[\w.-]+(?::\d+)?/\S*",
+    re.IGNORECASE,
+)
+_HTTP_URL = re.compile(r"^https?://\S+$", re.IGNORECASE)
 
 
 @dataclass
@@ -114,6 +123,10 @@ def load_chat_model(
     spec = spec.strip()
     if spec == "local":
         return _local_chat_model(settings)
+    if spec.startswith("hf:"):  # a Hugging Face model in-process (noterag.models.hf)
+        from noterag.models.hf import hf_chat_model
+
+        return hf_chat_model(spec[len("hf:") :], settings)
     if spec.startswith("openai:") and spec[len("openai:") :].strip():
         model, inline_url = _split_inline_url(spec[len("openai:") :].strip())
         return _openai_chat_model(model, settings, base_url=base_url or inline_url, api_key=api_key)
@@ -136,9 +149,31 @@ async def aload_chat_model(
 
 def _split_inline_url(rest: str) -> tuple[str, str | None]:
     match = _INLINE_URL.match(rest)
-    if match is None:
-        return rest, None
-    return match["model"], match["url"]
+    if match is not None:
+        return match["model"], match["url"]
+    model, at, tail = rest.rpartition("@")
+    if at and model and tail:
+        # Not silently a model name (whose requests would go to OPENAI_BASE_URL or OpenAI).
+        if "://" in tail:
+            raise ConfigError(
+                f"the base URL {tail!r} in 'openai:{rest}' is not an http:// or https:// URL"
+            )
+        if _SCHEMELESS_URL.fullmatch(tail):
+            raise ConfigError(
+                f"the base URL {tail!r} in 'openai:{rest}' has no scheme: write "
+                f"'openai:{model}@http://{tail}' (or https://)"
+            )
+    return rest, None
+
+
+def _checked_base_url(base_url: str | None, source: str) -> str | None:
+    """``base_url`` if it is an http(s) URL; a ConfigError naming ``source`` (where it came
+    from) otherwise: without a scheme the client would fail on every request with a
+    connection error that names no cause."""
+    if base_url is None or _HTTP_URL.match(base_url.strip()):
+        return base_url.strip() if base_url else base_url
+    hint = f" (write http://{base_url.strip()} or https://...)" if "://" not in base_url else ""
+    raise ConfigError(f"{source}={base_url!r} is not an http:// or https:// URL{hint}")
 
 
 def _openai_chat_model(
@@ -148,7 +183,16 @@ def _openai_chat_model(
     base_url: str | None,
     api_key: str | None,
 ) -> BaseChatModel:
-    base_url = base_url or os.environ.get("NOTERAG_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+    for value, source in (
+        (base_url, "base_url"),
+        (os.environ.get("NOTERAG_BASE_URL"), "NOTERAG_BASE_URL"),
+        (os.environ.get("OPENAI_BASE_URL"), "OPENAI_BASE_URL"),
+    ):
+        if value:
+            base_url = _checked_base_url(value, source)
+            break
+    else:
+        base_url = None
     api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("EMPTY" if base_url else None)
     if api_key is None:
         raise ConfigError(

@@ -1,0 +1,137 @@
+"""Replies that are no completion: an endpoint answering HTTP 2xx with an HTML page (a login or
+proxy page: the base URL is not the API's), an empty body, invalid JSON, JSON without choices
+or a choice without a message. The openai SDK and LangChain fail on those deep inside their
+parsers (``ValueError: Unexpected response type``, ``JSONDecodeError``, ``IndexError``...), with
+no word of the endpoint; here the HTTP client looks at each completion reply first and raises
+``EndpointReplyError``, one line naming the endpoint and what it answered.
+
+The check is an httpx response hook of the clients noterag builds its models with
+(``noterag.models.retries.counting_clients``): it reads the body of a non-streamed reply (the
+SDK reads it right after anyway) and leaves streamed ones (``text/event-stream``) and error
+statuses (the SDK's own ``APIStatusError``) alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import openai
+
+from noterag.errors import ModelUnavailableError, NoteragError
+
+__all__ = ["EndpointPageError", "EndpointReplyError", "acheck_reply", "check_reply"]
+
+
+class EndpointReplyError(NoteragError, openai.OpenAIError):
+    """A completion reply that is not one (the message names the endpoint and the problem).
+
+    An ``OpenAIError``, so that the SDK passes it on as it is (not retried, not wrapped in a
+    connection error). One question's failure in an evaluation: a flaky proxy may garble one
+    reply and not the next."""
+
+
+class EndpointPageError(EndpointReplyError, ModelUnavailableError):
+    """The endpoint answered a web page: its base URL is not an API's, so every request would
+    get the same page (an evaluation stops at once: ``fatal_error``)."""
+
+
+_COMPLETION_PATHS = ("/chat/completions", "/completions")
+_TITLE = re.compile(rb"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
+
+
+def base_url_of(request: Any) -> str:
+    """The base URL a request went to (what users configure): its URL without the API path."""
+    url = str(request.url).split("?", 1)[0]
+    for path in (*_COMPLETION_PATHS, "/models", "/embeddings", "/responses"):
+        if url.endswith(path):
+            return url[: -len(path)]
+    return url
+
+
+def page_title(body: bytes) -> str | None:
+    """The ``<title>`` of an HTML page, one line, at most 80 characters; None without one."""
+    match = _TITLE.search(body[:65536])
+    if match is None:
+        return None
+    title = " ".join(match.group(1).decode("utf-8", "replace").split())
+    return title[:80] or None
+
+
+def looks_like_html(content_type: str, body: bytes) -> bool:
+    return "html" in content_type.lower() or body.lstrip()[:1] == b"<"
+
+
+def html_description(body: bytes) -> str:
+    title = page_title(body)
+    return f"an HTML page ({title!r})" if title else "an HTML page"
+
+
+def _problem(path: str, content_type: str, body: bytes) -> tuple[str, bool] | None:
+    """What is wrong with a completion reply (and whether it is a web page), or None."""
+    if not body.strip():
+        return "an empty body", False
+    if looks_like_html(content_type, body):
+        advice = "check that the base URL is the API's (it usually ends in /v1)"
+        return f"{html_description(body)}, not a JSON completion: {advice}", True
+    try:
+        data = json.loads(body)
+    except UnicodeDecodeError:
+        return "a body that is not UTF-8 text", False
+    except json.JSONDecodeError as exc:
+        return f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", False
+    if not isinstance(data, dict):
+        return f"JSON that is not an object (a {type(data).__name__})", False
+    choices = data.get("choices")
+    if not choices and data.get("error"):
+        error = data["error"]
+        message = error.get("message") if isinstance(error, dict) else error
+        return f"an error instead of a completion: {message}", False
+    if not isinstance(choices, list) or not choices:
+        return "a completion with no choices", False
+    first = choices[0]
+    field = "message" if path.endswith("/chat/completions") else "text"
+    if not isinstance(first, dict) or first.get(field) is None:
+        return f"a choice with no {field}", False
+    return None
+
+
+def _checked(response: Any) -> bool:
+    """Whether ``response`` is a completion reply this check reads."""
+    request = response.request
+    return (
+        request.method == "POST"
+        and request.url.path.endswith(_COMPLETION_PATHS)
+        and 200 <= response.status_code < 300
+        and "text/event-stream" not in response.headers.get("content-type", "").lower()
+    )
+
+
+def _raise_for(response: Any) -> None:
+    found = _problem(
+        response.request.url.path, response.headers.get("content-type", ""), response.content
+    )
+    if found is None:
+        return
+    problem, page = found
+    error = EndpointPageError if page else EndpointReplyError
+    raise error(
+        f"the model endpoint {base_url_of(response.request)} answered {problem} "
+        f"(HTTP {response.status_code})"
+    )
+
+
+def check_reply(response: Any) -> None:
+    """httpx response hook (sync client): raise ``EndpointReplyError`` for a completion reply
+    that is not one."""
+    if _checked(response):
+        response.read()
+        _raise_for(response)
+
+
+async def acheck_reply(response: Any) -> None:
+    """httpx response hook (async client): as ``check_reply``."""
+    if _checked(response):
+        await response.aread()
+        _raise_for(response)
