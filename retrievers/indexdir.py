@@ -53,6 +53,42 @@ def refuse_to_clobber(index_dir: Path) -> None:
             f"index output {index_dir} exists and is not a noterag index "
             f"(no {MANIFEST_NAME}); choose another directory or remove it"
         )
+    # An index directory may hold the user's own files too (notes put next to it): replacing
+    # the index would delete them, so --force replaces an index only when it holds nothing else.
+    foreign = foreign_files(index_dir)
+    if foreign:
+        more = f" and {len(foreign) - 3:,} more" if len(foreign) > 3 else ""
+        shown = ", ".join(foreign[:3]) + more
+        raise ConfigError(
+            f"index output {index_dir} holds files the index did not write ({shown}); "
+            "rebuilding replaces the whole directory: move them elsewhere first"
+        )
+
+
+def index_files(index_dir: Path) -> list[str]:
+    """Every file under ``index_dir`` but the manifest, as sorted relative POSIX paths."""
+    return sorted(
+        p.relative_to(index_dir).as_posix()
+        for p in index_dir.rglob("*")
+        if p.is_file() and p.name != MANIFEST_NAME
+    )
+
+
+def foreign_files(index_dir: Path) -> list[str]:
+    """The files in an index directory that its index did not write: those not in the
+    manifest's ``files`` (the directory's files when the manifest was last written), or, for
+    an index built before that list, those changed after the manifest."""
+    manifest_path = index_dir / MANIFEST_NAME
+    try:
+        listed = json.loads(manifest_path.read_text(encoding="utf-8")).get("files")
+        written = manifest_path.stat().st_mtime
+    except (OSError, ValueError, AttributeError):
+        return []  # an unreadable manifest: the loader's errors say so
+    present = index_files(index_dir)
+    if isinstance(listed, list):
+        ours = set(listed)
+        return [name for name in present if name not in ours]
+    return [name for name in present if (index_dir / name).stat().st_mtime > written]
 
 
 class IndexBuild:
@@ -172,8 +208,9 @@ def now() -> str:
 
 
 def write_manifest(index_dir: Path, manifest: dict[str, Any]) -> None:
-    """Write (or rewrite) ``index_dir``'s manifest, atomically."""
-    atomic_write_json(index_dir / MANIFEST_NAME, manifest)
+    """Write (or rewrite) ``index_dir``'s manifest, atomically, with the files the index holds
+    now (``files``: what a rebuild may replace, ``foreign_files``)."""
+    atomic_write_json(index_dir / MANIFEST_NAME, manifest | {"files": index_files(index_dir)})
 
 
 def swap_into_place(built: Path, index_dir: Path) -> None:
