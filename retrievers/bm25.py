@@ -142,9 +142,15 @@ def build_bm25_index(
     open_corpus(corpus_path).close()
     started = time.perf_counter()
     with build:
-        stats = _write_index(
-            corpus_path, build.path, progress, skip_bad_lines, heap_mb, num_threads, analyzer
-        )
+        try:
+            stats = _write_index(
+                corpus_path, build.path, progress, skip_bad_lines, heap_mb, num_threads, analyzer
+            )
+        except ValueError as exc:
+            if isinstance(exc, NoteragError):
+                raise
+            # tantivy reports its own I/O failures (a full disk) as ValueError.
+            raise build.write_error(f"tantivy: {_engine_message(exc)}") from None
         require_passages(corpus_path, stats)  # before the swap: an old index stays
         build.finish(_new_manifest(corpus_path, stats, analyzer))
     return BuildStats(

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from noterag._fs import atomic_write_json, fsync_dir
-from noterag.errors import ConfigError, CorpusError, IndexNotFoundError
+from noterag.errors import ConfigError, CorpusError, IndexNotFoundError, NoteragError
 
 from .corpus import CorpusStats
 
@@ -91,6 +91,10 @@ def foreign_files(index_dir: Path) -> list[str]:
     return [name for name in present if (index_dir / name).stat().st_mtime > written]
 
 
+class IndexWriteError(NoteragError):
+    """An index cannot be written where it was asked to go (the message names it and why)."""
+
+
 class IndexBuild:
     """One build of an index directory, replacing any noterag index already at ``index_dir``.
 
@@ -109,20 +113,44 @@ class IndexBuild:
         # Resolved so that "." or "idx/.." still have a parent to hold the temporary sibling.
         self.index_dir = Path(index_dir).resolve()
         refuse_to_clobber(self.index_dir)
+        self._check_writable()
         # A sibling, so the final rename stays on one filesystem (atomic). Not mkdtemp: its
         # 0700 mode would survive the rename and hide the index from other users.
         self.path = self.index_dir.with_name(
             f".{self.index_dir.name}.building-{uuid.uuid4().hex[:12]}"
         )
 
+    def _check_writable(self) -> None:
+        """Refuse, before the corpus is read (or a model loaded), an output whose parent is a
+        file or cannot be written."""
+        existing = self.index_dir.parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise self.write_error(f"{existing} is not a directory")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise self.write_error(
+                f"{existing} is not writable (no permission, or a read-only file system)"
+            )
+
+    def write_error(self, why: str) -> IndexWriteError:
+        return IndexWriteError(f"cannot write the index to {self.index_dir}: {why}")
+
     def __enter__(self) -> Self:
-        self.index_dir.parent.mkdir(parents=True, exist_ok=True)
-        self.path.mkdir()
+        try:
+            self.index_dir.parent.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir()
+        except OSError as exc:
+            raise self.write_error(exc.strerror or str(exc)) from None
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
         # After finish, self.path holds the old index (or nothing): removed either way.
         shutil.rmtree(self.path, ignore_errors=True)
+        if isinstance(exc, OSError):  # the engine's files or the swap: disk full, read-only
+            raise self.write_error(exc.strerror or str(exc)) from None
 
     def finish(self, manifest: dict[str, Any]) -> None:
         """Write the manifest and put the complete build at ``index_dir``."""

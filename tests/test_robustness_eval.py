@@ -785,3 +785,47 @@ def test_the_cli_names_a_leftover_build_directory(
     (tmp_path / ".idx.building-0123456789ab").mkdir()
     line = one_error_line(eval_cli(data, tmp_path / "idx", tmp_path / "run"))
     assert ".idx.building-0123456789ab is an unfinished build" in line
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_an_index_out_that_cannot_be_written_is_named(
+    tmp_path: Path, corpus_file: Path, dense: bool
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine\n")
+    out = blocker / "idx"
+    with pytest.raises(NoteragError) as raised:
+        build_dense(corpus_file, out) if dense else build_bm25_index(corpus_file, out)
+    assert str(raised.value) == f"cannot write the index to {out}: {blocker} is not a directory"
+    line = one_error_line(cli("index", str(corpus_file), "--out", str(out)))
+    assert f"cannot write the index to {out}" in line
+
+
+def test_a_read_only_or_full_disk_during_a_build_is_named(
+    tmp_path: Path, corpus_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from noterag.retrievers import bm25
+
+    real_mkdir = Path.mkdir
+
+    def read_only(self: Path, *args: Any, **kwargs: Any) -> None:
+        if ".building-" in self.name:
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(NoteragError, match=r"cannot write the index to .*idx: Read-only file system"):
+        build_bm25_index(corpus_file, tmp_path / "idx", progress=False)
+    monkeypatch.undo()
+
+    def full(passage: Any) -> Any:  # what tantivy raises when a segment cannot be written
+        raise ValueError("An IO error occurred: 'No space left on device (os error 28)'")
+
+    monkeypatch.setattr(bm25, "_to_document", full)
+    with pytest.raises(NoteragError) as raised:
+        build_bm25_index(corpus_file, tmp_path / "idx", progress=False)
+    message = str(raised.value)
+    assert message.startswith(f"cannot write the index to {tmp_path / 'idx'}: ")
+    assert "No space left on device" in message
+    assert not (tmp_path / "idx").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
