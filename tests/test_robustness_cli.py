@@ -577,3 +577,82 @@ def test_a_reply_that_is_no_completion_is_one_line_naming_the_endpoint(
     url = endpoint(_reply_with(status, ctype, body))
     line = assert_one_error_line(ask_endpoint(index_dir, url), url, *fragments)
     assert "unexpected" not in line
+
+
+# --------------------------------------------------------------------------- 6: CORS
+
+
+ROOT = Path(__file__).resolve().parents[1]
+FOREIGN = ["https://evil.example", "http://localhost.evil.example", "null",
+           "http://127.0.0.1.evil.example:2024", "https://smith.langchain.com.evil.example"]  # fmt: skip
+LOCAL = ["http://localhost:8000", "http://127.0.0.1:5173", "http://[::1]:3000",
+         "https://localhost", "https://smith.langchain.com"]  # fmt: skip
+
+
+def _http_config() -> dict[str, Any]:
+    return json.loads((ROOT / "langgraph.json").read_text())["http"]
+
+
+def _served(cors: dict[str, Any]) -> Any:
+    """A Starlette app behind the same middleware langgraph-api puts in front of its routes:
+    noterag's origin guard, then Starlette's CORSMiddleware with langgraph.json's settings."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from noterag.server_http import OriginGuard
+
+    async def runs(request: Any) -> JSONResponse:
+        return JSONResponse({"started": True})
+
+    app = Starlette(
+        routes=[Route("/runs/wait", runs, methods=["POST"])],
+        middleware=[Middleware(OriginGuard, cors=cors, server_settings=False),
+                    Middleware(CORSMiddleware, **cors)],
+    )  # fmt: skip
+    return TestClient(app)
+
+
+def _preflight(client: Any, origin: str) -> Any:
+    return client.options("/runs/wait", headers={
+        "Origin": origin, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type"})  # fmt: skip
+
+
+def test_langgraph_json_allows_local_origins_and_studio_only() -> None:
+    http = _http_config()
+    assert http["app"] == "./noterag/server_http.py:app"
+    client = _served(http["cors"])
+    for origin in LOCAL:
+        allowed = _preflight(client, origin)
+        assert allowed.status_code == 200, origin
+        assert allowed.headers["access-control-allow-origin"] == origin
+        assert "POST" in allowed.headers["access-control-allow-methods"]
+        sent = client.post("/runs/wait", json={}, headers={"Origin": origin})
+        assert (
+            sent.json() == {"started": True}
+            and sent.headers["access-control-allow-origin"] == origin
+        )
+    for origin in FOREIGN:
+        refused = _preflight(client, origin)
+        assert refused.status_code >= 400, origin
+        assert "access-control-allow-origin" not in refused.headers
+        # a "simple" request (no preflight) is refused too: it would start a run unread
+        simple = client.post("/runs/wait", content=b"{}", headers={"Origin": origin,
+                             "Content-Type": "text/plain"})  # fmt: skip
+        assert simple.status_code == 403 and "started" not in simple.text
+    # no Origin: not a browser (the SDKs, curl): served
+    assert client.post("/runs/wait", json={}).json() == {"started": True}
+
+
+def test_a_widened_allow_list_is_followed_by_the_guard() -> None:
+    client = _served(_http_config()["cors"] | {"allow_origins": ["*"]})
+    assert (
+        client.post(
+            "/runs/wait", content=b"{}", headers={"Origin": "https://evil.example"}
+        ).status_code
+        == 200
+    )

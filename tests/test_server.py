@@ -119,3 +119,48 @@ def test_every_method_streams_a_run_to_its_answer(server: str, graph_id: str) ->
     updates = [part.data for part in parts if part.event == "updates"]
     final = next(update["answer"] for update in updates if update and "answer" in update)
     assert final["answer"].strip() and final["answer"] == custom[-1]["answer"]
+
+
+# --------------------------------------------------------------------------- who may call it
+
+
+def _call(url: str, method: str, origin: str | None, **headers: str) -> Any:
+    import httpx
+
+    sent = {"Origin": origin, **headers} if origin is not None else headers
+    body = b"{}" if method == "POST" else None
+    return httpx.request(method, f"{url}/assistants/search", headers=sent, content=body, timeout=30)
+
+
+def _preflight(url: str, origin: str) -> Any:
+    return _call(url, "OPTIONS", origin, **{
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type"})  # fmt: skip
+
+
+@pytest.mark.parametrize("origin", ["http://localhost:8000", "http://127.0.0.1:5173",
+                                    "https://smith.langchain.com"])  # fmt: skip
+def test_a_local_page_and_studio_may_call_the_server(server: str, origin: str) -> None:
+    allowed = _preflight(server, origin)
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == origin
+    sent = _call(server, "POST", origin, **{"Content-Type": "application/json"})
+    assert sent.status_code == 200 and isinstance(sent.json(), list)
+    assert sent.headers["access-control-allow-origin"] == origin
+
+
+@pytest.mark.parametrize("origin", ["https://evil.example", "http://localhost.evil.example"])
+def test_a_page_from_another_origin_is_refused(server: str, origin: str) -> None:
+    refused = _preflight(server, origin)
+    assert refused.status_code == 403
+    assert "access-control-allow-origin" not in refused.headers
+    # `langgraph dev` grants Private Network Access on every preflight it answers; not on this
+    # one, refused before it
+    pna = _call(server, "OPTIONS", origin, **{"Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Private-Network": "true"})  # fmt: skip
+    assert pna.status_code == 403 and "access-control-allow-private-network" not in pna.headers
+    # A "simple" request needs no preflight: refused as well, rather than run unread.
+    simple = _call(server, "POST", origin, **{"Content-Type": "text/plain"})
+    assert simple.status_code == 403 and "access-control-allow-origin" not in simple.headers
+    # Not a browser (no Origin): the SDKs and curl are served as before.
+    assert _call(server, "POST", None, **{"Content-Type": "application/json"}).status_code == 200
