@@ -52,7 +52,7 @@ def origin_allowed(origin: str, cors: Mapping[str, Any] | None) -> bool:
     if "*" in origins or origin in origins:
         return True
     pattern = cors.get("allow_origin_regex")
-    return bool(pattern) and re.fullmatch(pattern, origin) is not None
+    return isinstance(pattern, str) and bool(pattern) and re.fullmatch(pattern, origin) is not None
 
 
 class OriginGuard:

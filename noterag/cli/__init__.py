@@ -19,8 +19,10 @@ One module per command group (``index``, ``methods``, ``ask``, ``trace``, ``eval
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import click
@@ -48,18 +50,22 @@ class OneLineUsageErrors(TyperGroup):
 
     def main(
         self,
-        args: Any = None,
+        args: Sequence[str] | None = None,
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
+        windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
+        run = functools.partial(
+            super().main, args, prog_name, complete_var, windows_expand_args=windows_expand_args
+        )
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            return run(standalone_mode=False, **extra)
         try:
             # Not standalone: click raises the usage error to us rather than formatting it,
             # and returns the exit code of a typer.Exit (e.g. --help, --version: 0).
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = run(standalone_mode=False, **extra)
         except typer_click.exceptions.NoArgsIsHelpError:
             sys.exit(2)  # `noterag` alone: typer has printed the help, as before
         except typer_click.exceptions.ClickException as exc:  # usage errors: exit code 2
@@ -68,9 +74,10 @@ class OneLineUsageErrors(TyperGroup):
         except typer.Abort:  # EOF on a prompt
             click.echo("error: aborted", err=True)
             sys.exit(1)
-        except BrokenPipeError:  # `noterag ask --help | head`: the reader left, as typer does
-            sys.stdout = click.utils.PacifyFlushWrapper(sys.stdout)  # type: ignore[assignment]
-            sys.stderr = click.utils.PacifyFlushWrapper(sys.stderr)  # type: ignore[assignment]
+        except BrokenPipeError:  # `noterag ask --help | head`: the reader left
+            # What Python's documentation advises: no second error when the interpreter
+            # flushes stdout at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 
