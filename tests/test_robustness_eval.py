@@ -670,7 +670,9 @@ def test_an_unwritable_run_file_is_named(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(runner, "atomic_write_json", refuse)
     data, run = jsonl(tmp_path / "q.jsonl", questions(2)), tmp_path / "run"
-    with pytest.raises(RunDirError, match=f"cannot write {run / 'run.json'}: Read-only file system"):
+    with pytest.raises(
+        RunDirError, match=f"cannot write {run / 'run.json'}: Read-only file system"
+    ):
         evaluate("vanilla", data, run, answering())
 
 
@@ -814,7 +816,9 @@ def test_a_read_only_or_full_disk_during_a_build_is_named(
         real_mkdir(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "mkdir", read_only)
-    with pytest.raises(NoteragError, match=r"cannot write the index to .*idx: Read-only file system"):
+    with pytest.raises(
+        NoteragError, match=r"cannot write the index to .*idx: Read-only file system"
+    ):
         build_bm25_index(corpus_file, tmp_path / "idx", progress=False)
     monkeypatch.undo()
 

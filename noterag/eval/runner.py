@@ -206,7 +206,9 @@ def run_eval(
         async def main() -> None:
             # BM25 searches and sync-only models run on the loop's default executor, whose
             # default size (CPUs + 4) would cap the concurrency on a small machine.
-            executor = ThreadPoolExecutor(max(32, concurrency * 2), thread_name_prefix="noterag-eval")
+            executor = ThreadPoolExecutor(
+                max(32, concurrency * 2), thread_name_prefix="noterag-eval"
+            )
             asyncio.get_running_loop().set_default_executor(executor)
             writer = _ResultsWriter(run_dir / RESULTS_FILE)
             try:
@@ -243,7 +245,7 @@ def _check_tasks(
         counts = ", ".join(f"{n} {task}" for task, n in sorted(tasks.items()))
         raise ConfigError(
             f"-c task={wanted} contradicts the dataset: eval asks and scores each question with "
-            f"its own task ({name} has {counts}); drop the task setting (a record's \"task\" "
+            f'its own task ({name} has {counts}); drop the task setting (a record\'s "task" '
             "field sets it)"
         )
     for task, n in sorted(tasks.items()):
@@ -423,9 +425,7 @@ def _open_run_dir(
     with _writing(results_path):
         rows = _repair_results(results_path) if previous is not None else []
         kept = [
-            row
-            for row in rows
-            if row["id"] not in drop and not (retry_errors and row.get("error"))
+            row for row in rows if row["id"] not in drop and not (retry_errors and row.get("error"))
         ]
         if len(kept) < len(rows):
             atomic_write_lines(results_path, (_encode(row) for row in kept))
