@@ -215,8 +215,9 @@ def test_eval_command_passes_timeout_and_retries_to_the_client(
          "--model", f"openai:sim@{url}", "--timeout", "5", "--max-retries", "1"],
         env={"COLUMNS": "200"},
     )  # fmt: skip
-    # every question failed after one retry; the run finished and says so
-    assert result.exit_code == 0, result.output
+    # every question failed after one retry; the run finished, and fails saying so (issue 16)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines()[-1].startswith("error: 3 of 3 questions failed")
     assert faults.counts["requests"] == 6 and faults.counts["retried"] == 3
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["n_errors"] == 3 and summary["retries"] == 3

@@ -656,3 +656,25 @@ def test_a_widened_allow_list_is_followed_by_the_guard() -> None:
         ).status_code
         == 200
     )
+
+
+def test_async_calls_get_the_same_one_line(endpoint: Any) -> None:
+    import asyncio
+
+    from noterag.models import ModelSettings, friendly_model_error, load_chat_model
+
+    url = endpoint(_reply_with(200, "text/html", "<html><title>Sign in</title></html>"))
+    model = load_chat_model("openai:m", ModelSettings(max_retries=0), base_url=url, api_key="k")
+    with pytest.raises(Exception) as caught:
+        asyncio.run(model.ainvoke("hi"))
+    assert f"the model endpoint {url} answered an HTML page ('Sign in')" in str(
+        friendly_model_error(caught.value)
+    )
+
+
+def test_a_web_page_stops_an_evaluation_and_a_garbled_reply_fails_one_question() -> None:
+    from noterag.models import fatal_error
+    from noterag.models.replies import EndpointPageError, EndpointReplyError
+
+    assert fatal_error(EndpointPageError("the model endpoint u answered an HTML page")) is not None
+    assert fatal_error(EndpointReplyError("the model endpoint u answered invalid JSON")) is None
