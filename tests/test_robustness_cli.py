@@ -678,3 +678,11 @@ def test_a_web_page_stops_an_evaluation_and_a_garbled_reply_fails_one_question()
 
     assert fatal_error(EndpointPageError("the model endpoint u answered an HTML page")) is not None
     assert fatal_error(EndpointReplyError("the model endpoint u answered invalid JSON")) is None
+
+
+def test_one_setting_given_twice_by_context_pairs_must_agree(
+    index_dir: Path, scripted: dict
+) -> None:
+    result = cli("ask", QUESTION, "--index", str(index_dir), "-c", "top_k=3", "-c", "top-k=5")
+    assert_one_error_line(result, "-c top_k=3 and -c top_k=5", "give one")
+    assert scripted["specs"] == []

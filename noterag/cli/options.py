@@ -168,6 +168,7 @@ def parse_context(method: str, options: dict[str, Any], pairs: list[str]) -> dic
         raise ConfigError(
             f"{method} has no {flags} setting; its settings: {', '.join(setting_names(schema))}"
         )
+    _refuse_repeated_pairs(pairs)
     from_pairs = context_from_pairs(schema, pairs)
     # A flag and a -c pair for the same setting: neither silently wins. The same value twice
     # is no conflict.
@@ -183,6 +184,17 @@ def parse_context(method: str, options: dict[str, Any], pairs: list[str]) -> dic
     # messages).
     resolve_context(schema, context)
     return context
+
+
+def _refuse_repeated_pairs(pairs: list[str]) -> None:
+    """One setting given twice by ``-c`` with different values: neither silently wins."""
+    given: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key, raw = key.strip().replace("-", "_"), raw.strip()
+        if sep and key in given and given[key] != raw:
+            raise ConfigError(f"-c {key}={given[key]} and -c {key}={raw} set {key} twice; give one")
+        given[key] = raw
 
 
 # --------------------------------------------------------------------------- --index
