@@ -157,9 +157,8 @@ def _lines(handle: BinaryIO) -> Iterator[tuple[bytes | None, int]]:
         yield None, size + len(piece)
 
 
-_GZIP_MAGIC = b"\x1f\x8b"
-# The first bytes of the compressed files a corpus may come as, for an error that names them
-# (none of them can start a JSONL line).
+_GZIP_MAGIC = b"\x1f\x8b\x08"  # and deflate, the only method gzip uses
+# The first bytes of the compressed files a corpus may come as, for an error that names them.
 _COMPRESSED = (
     (b"BZh", b"1AY&SY", "bzip2", "bunzip2"),
     (b"\xfd7zXZ\x00", b"", "xz", "unxz"),
@@ -197,20 +196,38 @@ def open_corpus(path: Path) -> BinaryIO:
     except OSError as exc:
         raise CorpusError(f"cannot read corpus {path}: {exc.strerror or exc}") from None
     try:
-        head = raw.peek(16)[:16]  # peek: a pipe cannot seek back
+        head = raw.peek(_READ_CHUNK)  # peek: a pipe cannot seek back
     except OSError as exc:
         raw.close()
         raise CorpusError(f"cannot read corpus {path}: {exc.strerror or exc}") from None
+    if not _compressed(head):
+        return raw  # a text line that happens to start like a compressed file is a bad line
     if head.startswith(_GZIP_MAGIC):
         return cast(BinaryIO, _GzipCorpus(raw))
     for magic, block, kind, tool in _COMPRESSED:
-        if head.startswith(magic) and block in head:
+        if head.startswith(magic) and block in head[:16]:
             raw.close()
             raise CorpusError(
                 f"{path.name} is {kind}-compressed: decompress it first (`{tool} {path}`); "
                 "gzip files are read as they are"
             )
     return raw
+
+
+def _compressed(head: bytes) -> bool:
+    """Whether the file's first bytes look compressed: not text (the first line is not UTF-8)
+    and, for gzip, a stream zlib can start to read."""
+    try:
+        head.split(b"\n", 1)[0].decode("utf-8")
+        return False
+    except UnicodeDecodeError:
+        pass
+    if head.startswith(_GZIP_MAGIC):
+        try:
+            zlib.decompressobj(wbits=31).decompress(head[:4096], 1)
+        except zlib.error:
+            return False
+    return True
 
 
 def _parse_line(raw: bytes) -> Passage:

@@ -209,6 +209,17 @@ def test_other_compressions_are_named_in_the_error(
     assert f"{kind}-compressed" in line
 
 
+@pytest.mark.parametrize("start", [b"PK\x03\x04", b"BZh91AY&SY", b"\x1f\x8b\x08 not gzip"])
+def test_a_line_that_merely_starts_like_a_compressed_file_is_a_bad_line(
+    tmp_path: Path, start: bytes
+) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(start + b'\n{"id": "1", "text": "x"}\n')
+    stats = CorpusStats()
+    assert [p["id"] for p in iter_corpus(path, skip_bad_lines=True, stats=stats)] == ["1"]
+    assert stats.skipped_examples[0][0] == 1
+
+
 def test_a_gzip_dataset_is_read_too(tmp_path: Path) -> None:
     path = tmp_path / "questions.jsonl.gz"
     path.write_bytes(gzip.compress("".join(json.dumps(q) + "\n" for q in questions(2)).encode()))
