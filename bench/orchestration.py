@@ -200,7 +200,10 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=5)
     parser.add_argument("--base-ms", type=float, default=100)
     parser.add_argument("--per-token-ms", type=float, default=2)
-    parser.add_argument("--methods", default=",".join(noterag.METHODS))
+    # The note methods and the two single-call baselines (the README's table). The simulated
+    # endpoint knows their prompts' stages; the other baselines need their own stage phrases
+    # there (and flare / replug / self-rag log-probabilities it does not return).
+    parser.add_argument("--methods", default="adaptive-note,deepnote,amber,resp,no-retrieval,vanilla")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     questions = [q["question"] for q in sample_questions()]
