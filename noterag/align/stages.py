@@ -242,7 +242,8 @@ class _QuestionRun:
         message = await self.builder.judge.ainvoke(
             prompt,
             config=_config(f"judge_{stage}"),
-            **JUDGE_SAMPLING,
+            temperature=JUDGE_SAMPLING["temperature"],
+            top_p=JUDGE_SAMPLING["top_p"],
             max_tokens=self.builder.judge_max_tokens,
         )
         self.judge_cost.add(message)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from noterag._fs import atomic_write_json, fsync_dir
-from noterag.errors import ConfigError, NoteragError
+from noterag.errors import ConfigError
 from noterag.models.hf import (
     HFLocation,
     load_causal_lm,
@@ -216,29 +216,30 @@ def train_dpo(
     if last:
         log.cut_after(_checkpoint_step(last))
         echo(f"resuming from {Path(last).name}")
-    bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    args = DPOConfig(
-        output_dir=str(out),
-        learning_rate=settings.learning_rate,
-        beta=settings.beta,
-        per_device_train_batch_size=settings.per_device_batch_size,
-        gradient_accumulation_steps=settings.batch_size // per_step,
-        num_train_epochs=settings.epochs,
-        max_steps=settings.max_steps or -1,
-        max_length=settings.max_length,
-        logging_steps=settings.logging_steps,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        seed=settings.seed,
-        bf16=bf16,
-        gradient_checkpointing=settings.gradient_checkpointing,
-        report_to="none",
-        disable_tqdm=True,
-    )
     started = time.perf_counter()
     with warnings.catch_warnings():
         # transformers 5 renames gradient checkpointing; TRL still sets the old name
         warnings.filterwarnings("ignore", category=FutureWarning)
+        bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        args = DPOConfig(
+            output_dir=str(out),
+            learning_rate=settings.learning_rate,
+            beta=settings.beta,
+            per_device_train_batch_size=settings.per_device_batch_size,
+            gradient_accumulation_steps=settings.batch_size // per_step,
+            num_train_epochs=settings.epochs,
+            max_steps=settings.max_steps or -1,
+            max_length=settings.max_length,
+            logging_steps=settings.logging_steps,
+            save_strategy="steps",
+            save_steps=settings.save_steps,
+            seed=settings.seed,
+            bf16=bf16,
+            gradient_checkpointing=settings.gradient_checkpointing,
+            report_to="none",
+            disable_tqdm=True,
+            dataloader_pin_memory=torch.cuda.is_available(),
+        )
         trainer = DPOTrainer(
             model=policy,
             ref_model=reference,
@@ -353,7 +354,7 @@ class _Log:
 
         log = self
 
-        class LogToFile(TrainerCallback):  # type: ignore[misc]
+        class LogToFile(TrainerCallback):
             def on_log(
                 self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any
             ) -> None:
@@ -361,7 +362,3 @@ class _Log:
                     log.append({"step": state.global_step, **logs})
 
         return LogToFile()
-
-
-class TrainingError(NoteragError):
-    """The trainer stopped on an error a user can act on."""

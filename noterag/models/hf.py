@@ -190,7 +190,8 @@ def hf_chat_model(location: str, settings: ModelSettings) -> BaseChatModel:
 
     generator = pipeline("text-generation", model=model, tokenizer=tokenizer)
     llm = HuggingFacePipeline(pipeline=generator, model_id=where.label)
-    chat: BaseChatModel = _chat_class()(
+    chat_class: Any = _chat_class()  # its fields are ChatHuggingFace's
+    chat: BaseChatModel = chat_class(
         llm=llm,
         tokenizer=tokenizer,
         model_id=where.label,
@@ -269,7 +270,7 @@ def _chat_class() -> type[BaseChatModel]:
             usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
             message = AIMessage(
                 text,
-                usage_metadata=usage,  # type: ignore[arg-type]
+                usage_metadata=usage,
                 response_metadata={"model_name": self.model_id},
             )
             return ChatResult(generations=[ChatGeneration(message=message)])
