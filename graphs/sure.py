@@ -202,6 +202,7 @@ SPEC = MethodSpec(
     },
     # the official code's passage format and temperature (see the docstring)
     paper_profile=replace(PAPER, format_passages=sure_passages, sampling={"temperature": 0.0}),
+    tasks=("multihop",),  # its first step refuses the others
 )
 
 build = SPEC.build

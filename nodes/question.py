@@ -11,6 +11,7 @@ from typing import Annotated, Any, get_args, get_origin, get_type_hints
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.types import Overwrite
 
+from noterag.context import check_question_size
 from noterag.errors import ConfigError
 from noterag.nodes.step import reply_text
 from noterag.state import QuestionInput
@@ -66,6 +67,7 @@ def ask(state: dict[str, Any], fresh: Mapping[str, Any]) -> dict[str, Any]:
     follow_up = bool(earlier) and bool(messages) and isinstance(messages[-1], HumanMessage)
     given = None if follow_up else state.get("question")
     text = _checked(given) if given is not None else _from_chat(messages)
+    check_question_size(text)  # whatever the entry point: the CLI, Python, the server, a chat
     if not earlier:
         return {"question": text}
     return {"question": text} | {key: value for key, value in fresh.items() if key != "question"}

@@ -271,6 +271,8 @@ def setting_names(schema: type[RunContext]) -> list[str]:
 
 
 def _convert(key: str, raw: str, hint: Any) -> Any:
+    if typing.get_origin(hint) is Literal:
+        return raw  # the context dataclass names the choices in its own message
     options = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
     if type(None) in typing.get_args(hint) and raw.lower() in {"none", "null", ""}:
         return None

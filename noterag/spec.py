@@ -101,6 +101,9 @@ class MethodSpec:
     trace_view: str = "generic"
     # custom event type -> its CLI progress line, beside the generic ones (noterag.cli.render)
     progress: Mapping[str, ProgressLine] = field(default_factory=dict)
+    # the tasks it answers, when its answer prompts do not say (noterag.tasks checks a run's
+    # tasks before any model call); None: the tasks of its answer prompts
+    tasks: tuple[str, ...] | None = None
     # profile="official" reproduces this official code (noterag.profiles); None: no official code
     official_code: str | None = None
     # the strategies of profile="paper" (noterag.profiles.PAPER unless the method reads its

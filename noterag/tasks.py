@@ -26,7 +26,7 @@ def answerable_tasks(method: str, profile: str = "paper") -> tuple[str, ...] | N
     """The tasks ``method`` has an answer for under ``profile``; None when its declaration does
     not say (no ``tasks`` and no answer prompts)."""
     spec = METHODS[method]
-    declared = getattr(spec, "tasks", None)
+    declared = spec.tasks
     if declared is not None:
         return tuple(declared)
     prompt_set = spec.prompts.get(profile) or spec.prompts.get("paper")

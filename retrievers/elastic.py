@@ -46,7 +46,7 @@ from pydantic import Field
 
 from .base import SearchMixin, check_k
 from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
-from .indexdir import ProgressReporter
+from .indexdir import ProgressReporter, require_passages
 
 ENV_API_KEY = "NOTERAG_ES_API_KEY"
 ENV_USER = "NOTERAG_ES_USER"
@@ -299,6 +299,7 @@ def build_es_index(
                 if sent % chunk_size == 0:
                     report()
             report()
+        require_passages(corpus_path, stats)  # an empty index would answer from nothing
         client.indices.refresh(index=index)  # searchable as soon as we return
         count = int(client.count(index=index)["count"])
     except elasticsearch.ApiError as exc:

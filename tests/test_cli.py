@@ -674,3 +674,11 @@ def test_methods_says_which_profile_produced_the_published_numbers():
     out = cli("methods").stdout
     assert "official (reproduces the official code: the configuration that produced the published numbers)" in " ".join(out.split())
     assert "prompts (--prompt NAME=FILE): init_note, refine_query" in " ".join(out.split())
+
+
+def test_ask_refuses_a_task_the_method_cannot_answer_before_any_model(
+    index_dir: Path, scripted: dict[str, Any]
+):
+    result = cli("ask", QUESTION, "--index", str(index_dir), "--method", "deepnote", "--task", "crud")
+    assert_one_error_line(result, "deepnote cannot answer task 'crud'")
+    assert scripted["specs"] == [] and scripted["model"].calls == []

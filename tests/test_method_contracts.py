@@ -139,3 +139,14 @@ def test_trace_page_renders_the_run_in_the_methods_layout(method: str):
     assert QUESTION in page
     assert html.escape(run["stop_reason"], quote=False) in page  # why it stopped is shown
     HTMLParser().feed(page)  # parses
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_an_oversized_question_is_refused_before_any_call(method: str):
+    from noterag.context import MAX_QUESTION_CHARS
+    from noterag.errors import ConfigError
+
+    model = scripted(method)
+    with pytest.raises(ConfigError, match="characters long"):
+        graph_of(method, model).invoke({"messages": [{"role": "user", "content": "x" * (MAX_QUESTION_CHARS + 1)}]})
+    assert model.calls == []

@@ -542,12 +542,6 @@ def test_a_task_setting_the_dataset_contradicts_is_refused_before_any_call(
     assert model.calls == [] and not run.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="noterag/context.py _convert reads a Literal hint's first value as a type, so every "
-    "-c task=... / -c profile=... fails with an unexpected PydanticUserError (not this "
-    "engineer's file)",
-)
 def test_the_cli_refuses_a_task_setting_the_dataset_contradicts(
     tmp_path: Path, bm25_dir: Path, scripted_cli: dict[str, Any]
 ) -> None:
@@ -786,11 +780,6 @@ def test_a_leftover_build_directory_is_named_when_the_index_is_missing(
         evaluate("vanilla", data, tmp_path / "run", answering(), index=str(tmp_path / "idx"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="noterag/cli/options.py retriever_spec answers a missing BM25 directory with its own "
-    "message; it should raise indexdir.not_found (not this engineer's file)",
-)
 def test_the_cli_names_a_leftover_build_directory(
     tmp_path: Path, scripted_cli: dict[str, Any]
 ) -> None:

@@ -202,6 +202,10 @@ def ask_command(
         context = parse_context(method, context, extra or [])
         if prompts:
             context["prompts"] = prompt_overrides(method, prompts)
+        from noterag.tasks import check_task
+
+        # a task the method has no answer for fails now, not after its paid steps
+        check_task(method, context.get("task") or context_schema(method)().task, context)
         if html_out is not None:
             from noterag.trace import check_writable
 

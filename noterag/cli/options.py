@@ -224,9 +224,13 @@ def retriever_spec(index: str | None, console: Console) -> str:
     if spec.startswith("bm25:"):
         path = Path(spec[len("bm25:") :]).expanduser()
         if not path.is_dir():
-            raise IndexNotFoundError(
-                f"index directory not found: {path} (build one with `noterag index CORPUS "
-                f"--out {path}`)"
+            from noterag.retrievers.indexdir import not_found
+
+            # names a build of that directory that was interrupted, if one was
+            raise not_found(
+                f"index directory not found: {path}",
+                path,
+                f"build one with `noterag index CORPUS --out {path}`",
             )
     return spec
 
