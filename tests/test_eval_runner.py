@@ -540,8 +540,11 @@ def test_compare_command_prints_the_table_and_writes_the_plot(
     png = tmp_path / "out" / "q.png"
     result = cli("compare", *runs, "--plot", str(png), "--x", "tokens")
     assert result.exit_code == 0, result.output
-    table = result.stdout.strip().splitlines()
+    table, tests = result.stdout.strip().split("\n\n", 1)  # the tests against the baseline follow
+    table = table.splitlines()
     assert len(table) == 4 and table[0].startswith("| method | n | EM | F1 | Acc |")
+    assert "Against the baseline vanilla · local" in tests
+    assert "| deepnote · local | EM | 6 |" in tests
     assert table[2].startswith("| vanilla · local | 6 | 100.0")
     assert table[3].startswith("| deepnote · local | 6 | 100.0")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -213,8 +213,32 @@ def compare_command(
             "only an empty file or an earlier plot is replaced).",
         ),
     ] = False,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="The run the others are tested against (one of the RUN_DIRs). Default: the "
+            "first.",
+            show_default=False,
+        ),
+    ] = None,
+    tests: Annotated[
+        bool,
+        typer.Option(
+            "--significance/--no-significance",
+            help="Test each run against the baseline, paired by question: the difference of "
+            "each metric with a bootstrap 95% interval and p-value, and a paired t-test; "
+            "significant differences are marked *. Runs over different questions are tested "
+            "on the questions they share (with a warning).",
+        ),
+    ] = True,
+    resamples: Annotated[
+        int, typer.Option("--resamples", min=1, help="Bootstrap resamples.")
+    ] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="The bootstrap's random seed.")] = 0,
 ) -> None:
-    """Compare runs: a markdown table (metrics, LLM calls, tokens, passages, latency) and a plot.
+    """Compare runs: a markdown table (metrics, LLM calls, tokens, passages, latency), paired
+    significance tests against a baseline run, and a plot.
 
     One row per run directory; the PNG plots EM and F1 against LLM calls (or tokens) per
     question."""
@@ -222,7 +246,14 @@ def compare_command(
     with user_errors(guard_of(ctx)):
         from noterag.eval.report import compare, plot
 
-        click.echo(compare(run_dirs), nl=False)
+        significance = None
+        if tests and len(run_dirs) > 1:
+            from noterag.eval.significance import compare_runs
+
+            significance = compare_runs(run_dirs, baseline, resamples=resamples, seed=seed)
+            for warning in significance.warnings:
+                console.print(Text(f"warning: {warning}", style="yellow"))
+        click.echo(compare(run_dirs, significance), nl=False)
         if not no_plot:
             written = plot(
                 run_dirs, plot_path, x="llm_calls" if x is PlotX.calls else "tokens", force=force

@@ -36,12 +36,15 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
 from noterag._fs import atomic_write_bytes, atomic_write_json, check_output_file, file_starts_with
 from noterag.errors import NoteragError
+
+if TYPE_CHECKING:
+    from noterag.eval.significance import Significance
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
@@ -360,11 +363,17 @@ def _fmt(value: float | None, digits: int) -> str:
 # --------------------------------------------------------------------------- comparison
 
 
-def compare(run_dirs: Sequence[str | os.PathLike[str]]) -> str:
+def compare(
+    run_dirs: Sequence[str | os.PathLike[str]], significance: Significance | None = None
+) -> str:
     """A markdown table, one row per run: method (with the model and the settings that differ
     between the runs), the metrics, then mean LLM calls, tokens, distinct passages and latency
     per question, and the run's wall time. Metrics are percentages; a run missing a metric
-    shows "–"; a run not finished shows n as done/total."""
+    shows "–"; a run not finished shows n as done/total.
+
+    With ``significance`` (``noterag.eval.significance.compare_runs`` of the same runs), a
+    metric that differs significantly from the baseline's is marked ``*`` and the tests follow
+    the table, after a blank line."""
     summaries = [compute_summary(d) for d in run_dirs]
     labels = run_labels(summaries, run_dirs)
     metrics = sorted({m for s in summaries for m in s["metrics"]}, key=_metric_rank)
@@ -375,10 +384,16 @@ def compare(run_dirs: Sequence[str | os.PathLike[str]]) -> str:
         header.append("failed")
     lines = ["| " + " | ".join(header) + " |",
              "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]  # fmt: skip
-    for label, s in zip(labels, summaries):
+    alpha = significance.alpha if significance is not None else 0.0
+    for label, s, run_dir in zip(labels, summaries, run_dirs):
         n = f"{s['n']}" if s["n"] == s["questions"] else f"{s['n']}/{s['questions']}"
         cells = [label.replace("|", "\\|"), n]
-        cells += [_fmt(s["metrics"].get(m), 1) for m in metrics]
+        tested = significance.of(run_dir) if significance is not None else None
+        cells += [
+            _fmt(s["metrics"].get(m), 1)
+            + ("*" if tested and m in tested.tests and tested.tests[m].significant(alpha) else "")
+            for m in metrics
+        ]
         cells += [
             _fmt(s["cost"]["llm_calls"], 2),
             _fmt(s["cost"]["prompt_tokens"], 0),
@@ -390,7 +405,13 @@ def compare(run_dirs: Sequence[str | os.PathLike[str]]) -> str:
         if show_errors:
             cells.append(str(s["n_errors"]))
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    table = "\n".join(lines) + "\n"
+    if significance is None or not significance.runs:
+        return table
+    from noterag.eval.significance import markdown
+
+    named = {Path(d).resolve(): label for d, label in zip(run_dirs, labels)}
+    return table + "\n" + markdown(significance, named)
 
 
 def run_labels(
