@@ -25,12 +25,13 @@ class ScriptedModel(BaseChatModel):
 
     Like an endpoint that offers them, it returns token log-probabilities when a call asks
     (``logprobs=True``): every token certain (log-probability 0), a bracketed reflection token
-    such as ``[Relevant]`` one token. ``stand_in`` reshapes each reply as a specially trained
+    such as ``[Relevant]`` one token; ``logprobs=False`` makes it an endpoint without them. ``stand_in`` reshapes each reply as a specially trained
     model would give it (``MethodSpec.stand_in``; ``for_method`` sets it)."""
 
     script: dict[str, Any] = Field(default_factory=dict)
     default: str = "ok"
     stand_in: Any = None
+    logprobs: bool = True
     _calls: list[tuple[str, str]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _used: dict[str, int] = PrivateAttr(default_factory=dict)
@@ -86,7 +87,7 @@ class ScriptedModel(BaseChatModel):
             "total_tokens": len(prompt.split()) + len(text.split()),
         }
         message = AIMessage(text, usage_metadata=usage)
-        if kwargs.get("logprobs"):
+        if kwargs.get("logprobs") and self.logprobs:
             message.response_metadata["logprobs"] = {
                 "content": [
                     {"token": t, "logprob": 0.0, "top_logprobs": [{"token": t, "logprob": 0.0}]}

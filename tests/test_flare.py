@@ -415,7 +415,7 @@ def test_an_unknown_task_fails_before_any_search():
 
 @pytest.mark.parametrize("call", ["invoke", "ainvoke"])
 def test_a_model_without_log_probabilities_is_one_clear_error(call: str):
-    model = ScriptedModel(default=FACT)
+    model = ScriptedModel(default=FACT, logprobs=False)  # an endpoint without them
     graph = flare.build(model=model, retriever=KeywordRetriever(passages=CORPUS))
     with pytest.raises(LogprobsUnavailableError) as raised:
         if call == "invoke":

@@ -230,7 +230,7 @@ def test_no_passage_is_answered_by_one_closed_book_pass():
 
 @pytest.mark.parametrize("call", ["invoke", "ainvoke"])
 def test_a_model_without_log_probabilities_is_one_clear_error(call: str):
-    model = ScriptedModel(default="1871")
+    model = ScriptedModel(default="1871", logprobs=False)  # an endpoint without them
     graph = replug.build(model=model, retriever=ScoredRetriever(scores=[2.0, 1.0, 0.0]))
     with pytest.raises(LogprobsUnavailableError) as raised:
         if call == "invoke":

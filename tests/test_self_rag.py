@@ -450,7 +450,7 @@ def one_line_error(model: ScriptedModel, match: str, **context: Any) -> str:
 
 
 def test_a_model_without_log_probabilities_is_one_clear_error():
-    model = ScriptedModel(default="[Retrieval]")  # reflection text, but no log-probabilities
+    model = ScriptedModel(default="[Retrieval]", logprobs=False)  # reflection text, no log-probabilities
     message = one_line_error(model, "returned none for the retrieval decision")
     assert message.startswith("self-rag reads its reflection tokens from token log-probabilities")
     assert "model 'ScriptedModel'" in message
@@ -458,7 +458,7 @@ def test_a_model_without_log_probabilities_is_one_clear_error():
 
 
 def test_always_retrieve_without_log_probabilities_fails_at_the_generations():
-    model = ScriptedModel(default="[Relevant]1871[Utility:5]")
+    model = ScriptedModel(default="[Relevant]1871[Utility:5]", logprobs=False)
     message = one_line_error(
         model, "returned none for the generation for passage 1 of 3", mode="always_retrieve"
     )
@@ -499,7 +499,7 @@ def test_the_model_name_comes_from_the_endpoint():
 
 
 def test_mode_no_retrieval_reads_no_reflection_token_and_needs_no_log_probabilities():
-    model = ScriptedModel(default="Aurelio Fenwick.")
+    model = ScriptedModel(default="Aurelio Fenwick.", logprobs=False)
     out = run(model, mode="no_retrieval")
     assert out["answer"] == "Aurelio Fenwick."
     assert model.stages == ["generate"]
