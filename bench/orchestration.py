@@ -22,7 +22,15 @@ token, default 100 ms + 2 ms/token). Printed per method:
 - LLM calls per question: counted by the endpoint, by the graph's ``llm_calls`` (must agree),
   and duplicates (the same prompt sent twice within one question: a wasted call), by stage.
 
+Then the orchestration's CPU floor, without HTTP: DeepNote through a scripted model and a
+keyword retriever (tests/scripted.py) against a bare LangGraph loop that makes the same model
+calls (same prompts, same stage metadata) and the same retrievals through the same model and
+retriever, one graph step per call, under ``ainvoke`` as the eval runner does. Printed: CPU ms
+per model call of both and their ratio (noterag's own orchestration on top of LangGraph's;
+target <= 1.15x).
+
     python bench/orchestration.py [--questions 5] [--base-ms 100] [--per-token-ms 2] [--json out.json]
+    python bench/orchestration.py --floor-only [--floor-questions 200]
 """
 
 from __future__ import annotations
@@ -195,6 +203,120 @@ async def bench_method(method: str, sim: SimProcess, questions: list[str]) -> di
     }
 
 
+# --------------------------------------------------------------------------- CPU floor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+
+def _floor_parts() -> tuple[Any, Any, list[Any]]:
+    """A scripted model and a keyword retriever that log, in order, every model call
+    (stage, prompt) and every search (query, k) they serve."""
+    from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
+
+    log: list[Any] = []
+
+    class LoggingModel(ScriptedModel):
+        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+            stage = (run_manager.metadata or {}).get("noterag_stage", "?") if run_manager else "?"
+            log.append(("ask", stage, str(messages[-1].content)))
+            return super()._generate(messages, stop, run_manager, **kw)
+
+    class LoggingRetriever(KeywordRetriever):
+        def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None) -> Any:
+            log.append(("search", query, k))
+            return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
+
+        # Async as a real index is (no executor thread hop per search, in either graph).
+        async def _aget_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None) -> Any:
+            return self._get_relevant_documents(query, run_manager=run_manager, k=k)
+
+    # Fixed replies (no list consumed in order), so that every run of a question makes the same
+    # calls: the review accepts each note, so DeepNote runs its max_steps.
+    script = {k: v[0] if isinstance(v, list) else v for k, v in velmora_script().items()}
+    return LoggingModel(script=script), LoggingRetriever(passages=passages(*VELMORA_ROWS)), log
+
+
+def bare_loop(model: Any, retriever: Any) -> Any:
+    """The framework's floor: a StateGraph whose one node makes the next call of ``plan`` (a
+    model call with its stage metadata, or a search) and loops until the plan is done."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class State(TypedDict):
+        plan: list[Any]
+        i: int
+        replies: list[str]
+
+    async def step(state: State) -> dict[str, Any]:
+        kind, first, second = state["plan"][state["i"]]
+        if kind == "ask":
+            config = {"run_name": first, "tags": ["nostream"], "metadata": {"noterag_stage": first}}
+            reply = (await model.ainvoke(second, config=config)).content
+        else:
+            reply = str(len(await retriever.ainvoke(first, k=second)))
+        return {"i": state["i"] + 1, "replies": [*state["replies"], reply]}
+
+    graph = StateGraph(State)
+    graph.add_node("step", step)
+    graph.add_edge(START, "step")
+    graph.add_conditional_edges("step", lambda s: "step" if s["i"] < len(s["plan"]) else END)
+    return graph.compile()
+
+
+async def bench_floor(questions: list[str], method: str = "deepnote") -> dict[str, Any]:
+    """CPU per model call of ``method`` and of the bare loop replaying its calls."""
+    model, retriever, log = _floor_parts()
+    graph = noterag.build_graph(method, model=model, retriever=retriever)
+    plans = []
+    for question in questions[:2]:  # warm-up: imports, caches
+        await graph.ainvoke({"question": question})
+    log.clear()
+    cpu0 = time.process_time()
+    for question in questions:
+        start = len(log)
+        await graph.ainvoke({"question": question})
+        plans.append(log[start:])
+    method_cpu = time.process_time() - cpu0
+    calls = sum(1 for entry in log if entry[0] == "ask")
+    searches = len(log) - calls
+    loop = bare_loop(model, retriever)
+    for plan in plans[:2]:
+        await loop.ainvoke({"plan": plan, "i": 0, "replies": []})
+    log.clear()
+    cpu0 = time.process_time()
+    for plan in plans:
+        await loop.ainvoke({"plan": plan, "i": 0, "replies": []}, {"recursion_limit": 10_000})
+    loop_cpu = time.process_time() - cpu0
+    assert log == [e for plan in plans for e in plan], "the bare loop made other calls"
+    return {
+        "method": method,
+        "questions": len(questions),
+        "calls": calls / len(questions),
+        "searches": searches / len(questions),
+        "method_ms_per_call": 1000 * method_cpu / calls,
+        "loop_ms_per_call": 1000 * loop_cpu / calls,
+        "ratio": method_cpu / loop_cpu,
+    }
+
+
+def print_floor(floor: dict[str, Any]) -> None:
+    print(
+        f"\nOrchestration CPU floor (no HTTP: scripted model, keyword retriever; "
+        f"{floor['questions']} questions, {floor['calls']:.0f} model calls and "
+        f"{floor['searches']:.0f} searches each)"
+    )
+    print_table(
+        [floor],
+        [
+            ("method", "method", "s"),
+            ("method_ms_per_call", "noterag CPU ms/call", ".3f"),
+            ("loop_ms_per_call", "bare loop CPU ms/call", ".3f"),
+            ("ratio", "ratio", ".2f"),
+        ],
+    )
+    print("target: ratio <= 1.15x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="orchestration overhead and critical path")
     parser.add_argument("--questions", type=int, default=5)
@@ -205,8 +327,16 @@ def main() -> None:
     # there (and flare / replug / self-rag log-probabilities it does not return).
     parser.add_argument("--methods", default="adaptive-note,deepnote,amber,resp,no-retrieval,vanilla")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--floor-questions", type=int, default=200)
+    parser.add_argument("--floor-only", action="store_true", help="only the no-HTTP CPU floor")
     args = parser.parse_args()
     questions = [q["question"] for q in sample_questions()]
+    floor_questions = [questions[i % len(questions)] for i in range(args.floor_questions)]
+    floor = asyncio.run(bench_floor(floor_questions))
+    if args.floor_only:
+        print_floor(floor)
+        print(f"wrote {write_results('orchestration_floor', [floor], args.json)}")
+        return
     questions = [questions[i % len(questions)] for i in range(args.questions)]
     with SimProcess(args.base_ms, args.per_token_ms) as sim:
         results = [asyncio.run(bench_method(m, sim, questions)) for m in args.methods.split(",")]
@@ -241,7 +371,8 @@ def main() -> None:
             + ", ".join(f"{k} {v:.1f}" for k, v in r["calls_by_stage"].items())
         )
     print("targets: overhead <= 2 % of wall; wall / critical path <= 1.10x; no duplicate calls")
-    print(f"wrote {write_results('orchestration', results, args.json)}")
+    print_floor(floor)
+    print(f"wrote {write_results('orchestration', [*results, floor], args.json)}")
 
 
 if __name__ == "__main__":
