@@ -33,7 +33,7 @@ from noterag.cli.align import app as align_app
 from noterag.cli.ask import ask_command
 from noterag.cli.corpus import corpus_from_command
 from noterag.cli.errors import typer_click, usage_error_line
-from noterag.cli.eval import compare_command, eval_command
+from noterag.cli.eval import compare_command, eval_command, merge_command
 from noterag.cli.index import index_command
 from noterag.cli.local import LocalModelGuard
 from noterag.cli.methods import methods_command
@@ -120,6 +120,7 @@ app.command("ask")(ask_command)
 app.command("trace")(trace_command)
 app.command("eval")(eval_command)
 app.command("compare")(compare_command)
+app.command("merge")(merge_command)
 app.command("corpus-from")(corpus_from_command)
 app.add_typer(align_app, name="align")
 

@@ -138,6 +138,35 @@ def eval_command(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress on stderr, only errors.")
     ] = False,
+    workers: Annotated[
+        str,
+        typer.Option(
+            "--workers",
+            "-w",
+            help="Processes answering the questions, each with --concurrency questions at once "
+            "(one client process is bound by its own CPU against a fast endpoint); auto: one "
+            "per CPU. One results file, written by this process.",
+        ),
+    ] = "1",
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            help="I/N: only the questions whose id hashes to shard I of N (e.g. 2/4), one "
+            "machine each; `noterag merge` joins the shards' run directories.",
+            show_default=False,
+        ),
+    ] = None,
+    cache: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache",
+            help="A SQLite file keeping every model reply (keyed by model, parameters and "
+            "prompt): the same eval again makes no model request. With sampling it replays "
+            "the first sample.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Evaluate a method on a dataset: answers, metrics and costs per question, then a summary."""
     console = stderr_console(quiet)
@@ -168,8 +197,12 @@ def eval_command(
                 rerun_changed=rerun_changed,
                 console=console,
                 settings=model_settings(timeout, max_retries),
+                workers=workers,
+                shard=shard,
+                cache=cache,
             )
         print_summary(summary, Console(highlight=False))
+        _print_cache(summary, console)
         # The last line says how many failed; too many fail the command.
         failure = error_budget(summary, max_error_rate)
         if failure is not None:
@@ -178,6 +211,50 @@ def eval_command(
                 "cause, then run the same command with --retry-errors"
             )
         console.print(Text(f"results in {out}: {_failures(summary)}", style="dim"))
+
+
+def _print_cache(summary: Summary, console: Console) -> None:
+    counts = summary.get("cache")
+    if isinstance(counts, dict):
+        console.print(
+            Text(
+                f"model cache: {counts['calls_from_cache']} calls "
+                f"({counts['tokens_from_cache']:,} tokens) from the cache, "
+                f"{counts['calls_from_endpoint']} ({counts['tokens_from_endpoint']:,} tokens) "
+                "from the endpoint",
+                style="dim",
+            )
+        )
+
+
+def merge_command(
+    ctx: typer.Context,
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="The run directories of the shards (`noterag eval --shard I/N`).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="The merged run directory.", show_default=False),
+    ],
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a run already in --out.")
+    ] = False,
+) -> None:
+    """Merge the shards of one evaluation into one run directory, after checking they agree
+    (method, settings, model, index, questions) and are disjoint and complete."""
+    console = stderr_console()
+    with user_errors(guard_of(ctx)):
+        from noterag.eval.merge import merge_runs
+        from noterag.eval.report import print_summary
+
+        summary = merge_runs(run_dirs, out, force=force)
+        print_summary(summary, Console(highlight=False))
+        _print_cache(summary, console)
+        console.print(Text(f"merged run in {out}: {_failures(summary)}", style="dim"))
 
 
 def _failures(summary: Summary) -> str:

@@ -81,7 +81,9 @@ from noterag.retrievers.spec import normalize_spec
 
 # run.json fields that must match for a run to resume; the others (limit, questions, times)
 # describe the current invocation.
-COMPARED = ("method", "dataset", "format", "index", "model", "context", "fair_topk_from")
+COMPARED = (
+    "method", "dataset", "format", "index", "model", "context", "fair_topk_from", "shard",
+)  # fmt: skip
 FAIR_TOPK_METHOD = "vanilla"
 # Questions at once when the endpoint's capacity is unknown.
 DEFAULT_CONCURRENCY = 4
@@ -110,6 +112,9 @@ def run_eval(
     rerun_changed: bool = False,
     console: Any = None,
     settings: Any = None,
+    workers: int | str | None = None,
+    shard: str | tuple[int, int] | None = None,
+    cache: str | os.PathLike[str] | None = None,
 ) -> Summary:
     """Run ``method`` on the questions of ``dataset`` into ``out_dir``; return the summary.
 
@@ -120,9 +125,17 @@ def run_eval(
     module). fair_topk_from: a finished run directory whose mean distinct passages per question
     becomes ``top_k`` (vanilla only). rerun_changed: on resume, ask again the questions that
     changed in the dataset instead of refusing. settings: the ``ModelSettings`` (timeout,
-    retries, ...) of a model built from a spec (default: ``ModelSettings.from_env()``). Blocks;
-    call it outside an event loop.
+    retries, ...) of a model built from a spec (default: ``ModelSettings.from_env()``).
+    workers: processes answering the questions (``noterag.eval.workers``; "auto": the CPUs),
+    each with ``concurrency`` questions at once. shard: "I/N", only the questions whose id
+    hashes to shard I of N (``noterag.eval.merge``). cache: a SQLite file keeping every model
+    reply (``noterag.eval.cache``). Blocks; call it outside an event loop.
     """
+    from noterag.eval.merge import dataset_digest, in_shard, parse_shard
+    from noterag.eval.workers import resolve_workers
+
+    n_workers = resolve_workers(workers)
+    shard_of = parse_shard(shard) if shard is not None else None
     if concurrency is not None and concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, not {concurrency}")
     if limit is not None and limit < 1:
@@ -139,6 +152,10 @@ def run_eval(
         context["top_k"] = fair_top_k(method, fair_topk_from, context)
     resolve_context(context_schema(method), context)  # unknown method or bad setting: fail now
     examples = load_dataset(Path(dataset), format=format, limit=limit)
+    # The whole question set the shards split: what `noterag merge` checks they share.
+    digest, everything = dataset_digest(examples), len(examples)
+    if shard_of is not None:
+        examples = [ex for ex in examples if in_shard(ex.id, shard_of)]
     tasks = _check_tasks(method, context, examples, Path(dataset))
     index_spec = _index_spec(index)
     label = model_label or _model_label(model)
@@ -155,6 +172,9 @@ def run_eval(
             str(Path(fair_topk_from).expanduser().resolve()) if fair_topk_from else None
         ),
         "limit": limit,
+        "shard": f"{shard_of[0]}/{shard_of[1]}" if shard_of else None,
+        # Not compared: a resume may add or drop the cache (the answers are the same).
+        "cache": str(Path(cache).expanduser().resolve()) if cache is not None else None,
     }
     run_dir = Path(out_dir)
     _check_writable(run_dir)
@@ -171,7 +191,24 @@ def run_eval(
     chat_model = models.load_chat_model(model, settings)
     # Seconds, with the endpoint's URL, rather than every question failing after its retries.
     models.check_model_reachable(chat_model)
-    graph = noterag.build_graph(method, model=chat_model, retriever=retriever)
+    llm_cache = None
+    if cache is not None:
+        from noterag.eval.cache import SQLiteLLMCache, with_cache
+
+        llm_cache = SQLiteLLMCache(cache)
+        chat_model = with_cache(chat_model, llm_cache)
+
+    def build() -> Any:
+        """The graph; in a worker process, over a model and an index opened there when they
+        were given as specs (no connection or index handle shared across processes)."""
+        own_model, own_retriever = chat_model, retriever
+        if n_workers > 1 and (model is None or isinstance(model, str)):
+            own_model = models.load_chat_model(model, settings)
+            if llm_cache is not None:
+                own_model = with_cache(own_model, llm_cache)
+        if n_workers > 1 and not isinstance(index_spec, BaseRetriever):
+            own_retriever = resolve_retriever(index_spec)
+        return noterag.build_graph(method, model=own_model, retriever=own_retriever)
 
     queued = concurrency > slots if slots is not None else False
     invocation = {
@@ -183,6 +220,9 @@ def run_eval(
         "latency_includes_queueing": queued
         or bool(previous and previous.get("latency_includes_queueing")),
         "questions": len(examples),
+        "workers": n_workers,
+        "dataset_digest": digest,
+        "dataset_questions": everything,
         # The questions of this invocation: the summary covers them (a smaller --limit keeps
         # the other answers on disk without counting them).
         "ids": [ex.id for ex in examples],
@@ -200,8 +240,11 @@ def run_eval(
     meter = _Progress(
         console, progress, total=len(examples), done=[r for i, r in done.items() if i in scope]
     )
-    if todo:
+    if todo and n_workers > 1:
+        _run_in_workers(build, todo, config, concurrency, n_workers, run_dir, meter, index_build)
+    elif todo:
         watch = _IndexWatch(index_build)
+        graph = build()
 
         async def main() -> None:
             # BM25 searches and sync-only models run on the loop's default executor, whose
@@ -219,7 +262,84 @@ def run_eval(
 
         with meter:
             _event_loop().run(main())
-    return summarize(run_dir)
+    return _with_cache_counts(summarize(run_dir), run_dir)
+
+
+def _run_in_workers(
+    build: Any,
+    todo: Sequence[Any],
+    config: dict[str, Any],
+    concurrency: int,
+    n_workers: int,
+    run_dir: Path,
+    meter: _Progress,
+    index_build: dict[str, str],
+) -> None:
+    """``todo`` over worker processes (``noterag.eval.workers``); this process keeps the one
+    writer, the index check and the progress bar."""
+    from noterag.eval.workers import WorkerSetup, run_workers
+
+    watch = _IndexWatch(index_build)
+    writer = _ResultsWriter(run_dir / RESULTS_FILE)
+
+    def keep(row: dict[str, Any]) -> None:
+        watch.check()  # an answer is kept only if the index it may have read is the run's
+        try:
+            writer.append(row)
+        except OSError as exc:
+            raise _Abort(
+                RunDirError(
+                    f"cannot write {writer.path}: {exc.strerror or exc}; the rows written "
+                    "before are kept"
+                )
+            ) from None
+        meter.advance(row)
+
+    def stopped_after() -> str:
+        return f"stopped after {meter.count} of {meter.total} questions"
+
+    setup = WorkerSetup(build_graph=build, config=config, concurrency=concurrency)
+    try:
+        with meter:
+            # fork copies only this thread: the workers have no bar (they never print).
+            run_workers(setup, todo, n_workers, keep, stopped_after)
+    except _Abort as abort:
+        resume = "; run the same command again to resume" if abort.resumable else ""
+        raise type(abort.error)(f"{abort.error} ({stopped_after()}{resume})") from None
+    finally:
+        writer.close()
+
+
+def _with_cache_counts(summary: Summary, run_dir: Path) -> Summary:
+    """The summary with the model calls and tokens answered from the cache against those sent
+    to the endpoint (rows without cache counts: a run without --cache), written again."""
+    from noterag.eval.report import read_run
+
+    config, rows = read_run(run_dir)
+    scope = config.get("ids")
+    if isinstance(scope, list):
+        wanted = set(scope)
+        rows = [row for row in rows if row["id"] in wanted]
+    answered = [row for row in rows if not row.get("error")]
+    if not any("cache_calls" in row for row in answered):
+        return summary
+    calls = sum(row.get("llm_calls") or 0 for row in answered)
+    tokens = sum(
+        (row.get("prompt_tokens") or 0) + (row.get("completion_tokens") or 0) for row in answered
+    )
+    cached_calls = sum(row.get("cache_calls") or 0 for row in answered)
+    cached_tokens = sum(row.get("cache_tokens") or 0 for row in answered)
+    counted = dict(summary) | {
+        "cache": {
+            "calls_from_cache": cached_calls,
+            "calls_from_endpoint": calls - cached_calls,
+            "tokens_from_cache": cached_tokens,
+            "tokens_from_endpoint": tokens - cached_tokens,
+        }
+    }
+    with _writing(run_dir / SUMMARY_FILE):
+        atomic_write_json(run_dir / SUMMARY_FILE, counted)
+    return counted  # type: ignore[return-value]
 
 
 def endpoint_slots(model_label: str) -> int | None:
@@ -581,11 +701,13 @@ async def _run_all(
 
 async def answer_one(graph: Any, example: Any, config: dict[str, Any]) -> dict[str, Any]:
     """Run one question; its result row (with ``error`` set if it failed)."""
+    from noterag.eval.cache import count_cache
     from noterag.eval.metrics import score
     from noterag.models import count_retries
 
     started_at, clock = time.time(), time.perf_counter()
-    with count_retries() as retries:  # this task's requests only: the questions run as tasks
+    # this task's requests only: the questions run as tasks
+    with count_retries() as retries, count_cache() as cached:
         try:
             state = await graph.ainvoke(
                 {"question": example.question, "task": example.task}, context=config["context"]
@@ -600,6 +722,8 @@ async def answer_one(graph: Any, example: Any, config: dict[str, Any]) -> dict[s
             state, error = {}, one_line_error(exc)
     latency = time.perf_counter() - clock
     state = state | {"retries": retries.value}
+    if config.get("cache"):
+        state = state | {"cache_calls": cached.calls, "cache_tokens": cached.tokens}
     answer = state.get("answer")
     if error is None:
         metrics = score(answer or "", list(example.golds), example.task)
@@ -644,6 +768,15 @@ def result_row(
         "passages": None if failed else len(passage_ids),
         "passage_ids": None if failed else passage_ids,
         "retries": state.get("retries", 0),
+        # with --cache: the calls (and their tokens) answered from it, not the endpoint
+        **(
+            {
+                "cache_calls": state.get("cache_calls", 0),
+                "cache_tokens": state.get("cache_tokens", 0),
+            }
+            if config.get("cache")
+            else {}
+        ),
         "fallbacks": None if failed else dict(state.get("fallbacks") or {}),
         "latency_s": round(latency, 3),
         "started_at": started_at,

@@ -1,0 +1,316 @@
+"""Evaluation at scale (issue 15): worker processes (killed at random, then resumed), shards and
+their merge, and the persistent model cache (a second run makes no request).
+
+Kill points come from a seeded generator, as in test_crash.py; nothing asserts on time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_crash import MODEL_CODE, _complete_rows, _env, _kill, _kill_when, _stable, _wait_for
+from test_eval_runner import write_dataset
+from typer.testing import CliRunner
+
+from noterag.eval import run_eval
+from noterag.eval.merge import MergeError, merge_runs, parse_shard, shard_of
+from noterag.eval.report import compute_summary
+from scripted import VELMORA_ROWS, KeywordRetriever, passages
+
+SEED = 20261501
+N_QUESTIONS = 16
+CONTEXT = {"max_steps": 2, "max_failures": 2}
+WORKERS = textwrap.dedent(
+    """
+    import sys
+    from crash_model import make_model
+    from scripted import VELMORA_ROWS, KeywordRetriever, passages
+    from noterag.eval import run_eval
+
+    run_eval("deepnote", sys.argv[1], sys.argv[2], model=make_model(), model_label="scripted",
+             index=KeywordRetriever(passages=passages(*VELMORA_ROWS)), concurrency=2,
+             context={"max_steps": 2, "max_failures": 2}, progress=False, workers=2)
+    """
+)
+
+
+def _crash_model(tmp_path: Path) -> Any:
+    (tmp_path / "crash_model.py").write_text(MODEL_CODE)
+    spec = importlib.util.spec_from_file_location("crash_model", tmp_path / "crash_model.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _retriever() -> KeywordRetriever:
+    return KeywordRetriever(passages=passages(*VELMORA_ROWS))
+
+
+def _reference(tmp_path: Path, data: Path, model: Any) -> dict[str, dict[str, Any]]:
+    run_eval(
+        "deepnote", data, tmp_path / "reference", model=model, model_label="scripted",
+        index=_retriever(), concurrency=3, context=CONTEXT, progress=False,
+    )  # fmt: skip
+    return {
+        row["id"]: _stable(row) for row in _complete_rows(tmp_path / "reference" / "results.jsonl")
+    }
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def test_workers_give_the_rows_of_a_single_process_run(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "q.jsonl", n=N_QUESTIONS)
+    crash_model = _crash_model(tmp_path)
+    expected = _reference(tmp_path, data, crash_model.make_model())
+    summary = run_eval(
+        "deepnote", data, tmp_path / "w", model=crash_model.make_model(), model_label="scripted",
+        index=_retriever(), concurrency=2, context=CONTEXT, progress=False, workers=3,
+    )  # fmt: skip
+    rows = _complete_rows(tmp_path / "w" / "results.jsonl")
+    assert {row["id"]: _stable(row) for row in rows} == expected
+    assert len(rows) == N_QUESTIONS == summary["n"]
+    assert json.loads((tmp_path / "w" / "run.json").read_text())["workers"] == 3
+
+
+def test_parent_killed_at_random_points_resumes_to_the_uninterrupted_rows(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "q.jsonl", n=N_QUESTIONS)
+    expected = _reference(tmp_path, data, _crash_model(tmp_path).make_model())
+    rng = random.Random(SEED)
+    run = tmp_path / "run"
+    results = run / "results.jsonl"
+    args = [sys.executable, "-c", WORKERS, str(data), str(run)]
+    kills = 0
+    for _ in range(6):
+        done_before = len(_complete_rows(results))
+        if N_QUESTIONS - done_before < 2:
+            break
+        proc = subprocess.Popen(
+            args, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        target = done_before + rng.randint(1, max(1, (N_QUESTIONS - done_before) // 3))
+        workers: list[int] = []
+
+        def ready(n: int = target, pid: int = proc.pid, seen: list[int] = workers) -> bool:
+            seen[:] = seen or _children(pid)
+            return len(_complete_rows(results)) >= n
+
+        if _kill_when(proc, ready, rng.uniform(0, 0.15)):
+            break
+        kills += 1
+        # The workers die with their parent: none goes on calling the model.
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{pid}").exists() and _alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, "a worker outlived its killed parent"
+            time.sleep(0.01)
+        ids = [row["id"] for row in _complete_rows(results)]
+        assert len(ids) == len(set(ids)), f"duplicated questions after a kill: {ids}"
+        assert len(ids) >= done_before
+    assert kills >= 3, "too few rounds were killed to test anything"
+    final = subprocess.run(
+        args, env=_env(tmp_path), capture_output=True, text=True, timeout=300, check=False
+    )
+    assert final.returncode == 0, final.stderr
+    rows = _complete_rows(results)
+    assert {row["id"]: _stable(row) for row in rows} == expected
+    assert len(rows) == N_QUESTIONS
+    assert json.loads((run / "summary.json").read_text())["n"] == N_QUESTIONS
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_killed_worker_is_reported_and_its_questions_rerun_on_resume(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "q.jsonl", n=N_QUESTIONS)
+    expected = _reference(tmp_path, data, _crash_model(tmp_path).make_model())
+    rng = random.Random(SEED + 1)
+    run = tmp_path / "run"
+    results = run / "results.jsonl"
+    args = [sys.executable, "-c", WORKERS, str(data), str(run)]
+    proc = subprocess.Popen(
+        args, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    target = rng.randint(1, N_QUESTIONS // 3)
+    assert _wait_for(lambda: len(_complete_rows(results)) >= target, proc, "rows")
+    time.sleep(rng.uniform(0, 0.05))
+    workers = _children(proc.pid)
+    assert len(workers) == 2
+    victim = rng.choice(workers)
+    Path(f"/proc/{victim}").exists() and __import__("os").kill(victim, signal.SIGKILL)
+    try:
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        _kill(proc)
+    assert proc.returncode == 1, stderr
+    line = stderr.strip().splitlines()[-1]
+    assert "died (killed by SIGKILL)" in line and "run the same command again" in line, line
+    rows = _complete_rows(results)
+    ids = [row["id"] for row in rows]
+    assert len(ids) == len(set(ids))
+    assert len(rows) < N_QUESTIONS  # the dead worker's questions are missing
+
+    final = subprocess.run(
+        args, env=_env(tmp_path), capture_output=True, text=True, timeout=300, check=False
+    )
+    assert final.returncode == 0, final.stderr
+    rows = _complete_rows(results)
+    assert {row["id"]: _stable(row) for row in rows} == expected
+    assert len(rows) == N_QUESTIONS
+
+
+# --------------------------------------------------------------------------- shards and merge
+
+
+def test_shards_are_stable_disjoint_and_covering() -> None:
+    ids = [f"q{i}" for i in range(500)]
+    for n in (1, 2, 3, 7):
+        parts = {i: {q for q in ids if shard_of(q, n) == i} for i in range(1, n + 1)}
+        assert set().union(*parts.values()) == set(ids)
+        assert sum(len(p) for p in parts.values()) == len(ids)
+        if n > 1:  # a hash, not a block: every shard gets a fair part
+            assert min(len(p) for p in parts.values()) > len(ids) / n / 2
+    assert shard_of("q1", 4) == shard_of("q1", 4)
+    assert parse_shard("2/4") == (2, 4)
+    for bad in ("0/3", "4/3", "x", "1/0"):
+        with pytest.raises(Exception, match="shard"):
+            parse_shard(bad)
+
+
+def _shards(tmp_path: Path, data: Path, model: Any, n: int, **overrides: Any) -> list[Path]:
+    dirs = []
+    for i in range(1, n + 1):
+        out = tmp_path / f"shard{i}"
+        kwargs = {"context": CONTEXT} | overrides.get(i, {})
+        run_eval(
+            "deepnote", data, out, model=model, model_label="scripted", index=_retriever(),
+            concurrency=3, progress=False, shard=f"{i}/{n}", **kwargs,
+        )  # fmt: skip
+        dirs.append(out)
+    return dirs
+
+
+def test_merged_shards_equal_the_whole_run(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "q.jsonl", n=N_QUESTIONS)
+    model = _crash_model(tmp_path).make_model()
+    expected = _reference(tmp_path, data, model)
+    dirs = _shards(tmp_path, data, model, 3)
+    per_shard = [{r["id"] for r in _complete_rows(d / "results.jsonl")} for d in dirs]
+    assert sum(map(len, per_shard)) == N_QUESTIONS and set().union(*per_shard) == set(expected)
+    summary = merge_runs(dirs, tmp_path / "merged")
+    rows = _complete_rows(tmp_path / "merged" / "results.jsonl")
+    assert {row["id"]: _stable(row) for row in rows} == expected
+    whole = compute_summary(tmp_path / "reference")
+    for key in ("n", "n_errors", "questions", "metrics", "cost"):
+        assert summary[key] == whole[key], key
+    result = CliRunner().invoke(
+        __import__("noterag.cli", fromlist=["app"]).app,
+        ["merge", *map(str, dirs), "--out", str(tmp_path / "merged")],
+    )
+    assert result.exit_code == 1 and "already holds a run" in result.output
+
+
+def test_merge_refuses_runs_that_are_not_the_shards_of_one_evaluation(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "q.jsonl", n=N_QUESTIONS)
+    model = _crash_model(tmp_path).make_model()
+    one, two = _shards(tmp_path, data, model, 2)
+    out = tmp_path / "merged"
+    # another setting in shard 2
+    other = tmp_path / "other2"
+    run_eval(
+        "deepnote", data, other, model=model, model_label="scripted", index=_retriever(),
+        concurrency=3, progress=False, shard="2/2", context={"max_steps": 1, "max_failures": 2},
+    )  # fmt: skip
+    with pytest.raises(MergeError, match="context"):
+        merge_runs([one, other], out)
+    with pytest.raises(MergeError, match="missing"):
+        merge_runs([one], out)
+    with pytest.raises(MergeError, match="both shard 1/2"):
+        merge_runs([one, one], out)
+    # another model
+    relabelled = tmp_path / "relabelled2"
+    run_eval(
+        "deepnote", data, relabelled, model=model, model_label="other", index=_retriever(),
+        concurrency=3, progress=False, shard="2/2", context=CONTEXT,
+    )  # fmt: skip
+    with pytest.raises(MergeError, match="model"):
+        merge_runs([one, relabelled], out)
+    # an incomplete shard: its last row lost
+    lines = (two / "results.jsonl").read_bytes().splitlines(keepends=True)
+    (two / "results.jsonl").write_bytes(b"".join(lines[:-1]))
+    with pytest.raises(MergeError, match="not complete"):
+        merge_runs([one, two], out)
+    assert not out.exists()  # nothing written for a refused merge
+    # the CLI: one line, exit 1
+    from noterag.cli import app
+
+    result = CliRunner().invoke(app, ["merge", str(one), str(two), "--out", str(out)])
+    assert result.exit_code == 1
+    assert len(result.output.strip().splitlines()) == 1 and "not complete" in result.output
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def test_a_cached_second_run_makes_no_request_and_gives_the_same_rows(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from sim_endpoint import SimModel, start
+
+    data = write_dataset(tmp_path / "q.jsonl", n=8)
+    sim = SimModel(0.001, 0.0)
+    server, url = start(sim)
+    try:
+        cache = tmp_path / "cache.sqlite"
+        runs = []
+        for name, workers in (("first", 2), ("second", 1), ("third", 2)):
+            before = len(sim.records)
+            summary = run_eval(
+                "deepnote", data, tmp_path / name, model=f"openai:sim@{url}",
+                index=_retriever(), concurrency=2, progress=False, cache=cache,
+                workers=workers, context=CONTEXT,
+            )  # fmt: skip
+            runs.append((len(sim.records) - before, summary))
+    finally:
+        server.shutdown()
+    (first_requests, first), (second_requests, second), (third_requests, _) = runs
+    assert first_requests > 0
+    assert second_requests == third_requests == 0
+    # The first run asks the endpoint for every prompt it had not seen (a prompt repeated
+    # within the run, as a note that did not change, is a hit already).
+    calls = first["cache"]["calls_from_cache"] + first["cache"]["calls_from_endpoint"]
+    assert first["cache"]["calls_from_endpoint"] == first_requests
+    assert second["cache"]["calls_from_cache"] == calls
+    assert second["cache"]["calls_from_endpoint"] == second["cache"]["tokens_from_endpoint"] == 0
+    tokens = first["cache"]["tokens_from_cache"] + first["cache"]["tokens_from_endpoint"]
+    assert second["cache"]["tokens_from_cache"] == tokens > 0
+
+    def stable(name: str) -> dict[str, Any]:
+        volatile = ("cache_calls", "cache_tokens")
+        return {
+            row["id"]: {k: v for k, v in _stable(row).items() if k not in volatile}
+            for row in _complete_rows(tmp_path / name / "results.jsonl")
+        }
+
+    assert stable("first") == stable("second") == stable("third")
+    rows = _complete_rows(tmp_path / "second" / "results.jsonl")
+    assert all(row["cache_calls"] == row["llm_calls"] for row in rows)
