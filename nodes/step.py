@@ -17,7 +17,7 @@ import asyncio
 import inspect
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.retrievers import BaseRetriever
@@ -257,8 +257,25 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
     # run manager?): ~0.1 ms per node run, a fifth of a DeepNote step's own CPU. The signature
     # set once here is what inspect.signature returns at once.
     for func in (run_sync, run_async):
-        func.__signature__ = inspect.signature(func)  # type: ignore[attr-defined]
-    return RunnableLambda(run_sync, afunc=run_async, name=step.__name__)
+        cast(Any, func).__signature__ = inspect.signature(func)
+    return _StepNode(run_sync, afunc=run_async, name=step.__name__)
+
+
+class _StepNode(RunnableLambda):
+    """A RunnableLambda whose ``_invoke`` / ``_ainvoke`` carry their signature: the runnable
+    inspects the bound method on every call as well (the same ~0.1 ms per node run)."""
+
+    def _invoke(self, input_: Any, run_manager: Any, config: RunnableConfig, **kwargs: Any) -> Any:
+        return super()._invoke(input_, run_manager, config, **kwargs)
+
+    async def _ainvoke(
+        self, value: Any, run_manager: Any, config: RunnableConfig, **kwargs: Any
+    ) -> Any:
+        return await super()._ainvoke(value, run_manager, config, **kwargs)
+
+
+for _method in (_StepNode._invoke, _StepNode._ainvoke):
+    cast(Any, _method).__signature__ = inspect.signature(_method)
 
 
 async def _asearch(retriever: BaseRetriever, search: Search) -> list[Any]:
