@@ -271,7 +271,7 @@ def test_role_model_answers_alone():
 def test_bad_configuration_is_refused():
     model = ScriptedModel()
     with pytest.raises(ConfigError, match="unknown method"):
-        noterag.build_graph("self-rag", model=model, retriever=KeywordRetriever(passages=CORPUS))
+        noterag.build_graph("self-rga", model=model, retriever=KeywordRetriever(passages=CORPUS))
     with pytest.raises(ConfigError, match="no model role"):
         noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS), judge_model=model)
     with pytest.raises(TypeError, match="max_step"):  # LangGraph builds the dataclass itself
