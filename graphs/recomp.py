@@ -38,7 +38,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from langchain_core.embeddings import Embeddings
 from langgraph.graph import END, StateGraph
@@ -124,7 +124,7 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
 
     graph.add_node("retrieve", node(retrieve, deps))
     graph.add_node("summarize", node(summarize, deps))
-    graph.add_node("extract", extract(recomp_deps))
+    graph.add_node("extract", cast(Any, extract(recomp_deps)))
     graph.add_node(
         "stop_check", stop_check(recomp_stop, deps, go_on="answer"), destinations=("answer",)
     )
