@@ -24,13 +24,25 @@ default 100 ms + 2 ms/token). Printed per run:
 
 Concurrency 1 of a slow method runs ``--serial-questions`` questions (default 40) rather than
 N: at 100 ms a call, deepnote's 200 questions one at a time take minutes, and the ratio is per
-question anyway. Writes JSON (default bench/results/throughput.json).
+question anyway.
+
+Workers (``--workers 1,2``; issue 15): each method also runs at ``--total-concurrency`` (8 and
+32) spread over 1 and 2 worker processes (each worker runs total / workers questions at once),
+with the model given as a spec so each worker opens its own client. CPU there is the sum over
+the parent and its workers (the workers' time is counted when they are reaped), and the floor
+is max(ideal, CPU / workers): the client's CPU shared by the processes.
+
+Cache: the deepnote run at the highest total concurrency is run twice with ``cache=``; the
+table gives the second run's model requests (0 expected) and wall time.
+
+Writes JSON (default bench/results/throughput.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import tempfile
 import time
@@ -72,12 +84,30 @@ def busy_time(records: list[Any]) -> tuple[float, float]:
     return busy, area
 
 
+def _cpu() -> float:
+    """This process's CPU time and that of its reaped children (the eval workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def bench_run(
-    method: str, concurrency: int, n: int, dataset: Path, sim: SimProcess, index: Path, out: Path
+    method: str,
+    concurrency: int,
+    n: int,
+    dataset: Path,
+    sim: SimProcess,
+    index: Path,
+    out: Path,
+    workers: int = 1,
+    cache: Path | None = None,
 ) -> dict[str, Any]:
-    model = load_chat_model(f"openai:sim@{sim.url}")
+    # Workers open their own client from the spec; one process keeps the object, as before.
+    model: Any = (
+        f"openai:sim@{sim.url}" if workers > 1 else load_chat_model(f"openai:sim@{sim.url}")
+    )
     sim.records()
-    started, cpu = time.perf_counter(), time.process_time()
+    started, cpu = time.perf_counter(), _cpu()
     run_eval(
         method,
         dataset,
@@ -85,14 +115,16 @@ def bench_run(
         index=f"bm25:{index}",
         model=model,
         limit=n,
-        concurrency=concurrency,
+        concurrency=max(1, concurrency // workers),
         progress=False,
         force=True,
         model_label="sim",
+        workers=workers,
+        cache=cache,
     )
-    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    wall, cpu = time.perf_counter() - started, _cpu() - cpu
     records = sim.records()
-    model_time = sum(r.end - r.start for r in records)
+    model_time = sum(r.end - r.start for r in records) or 1e-9  # a cached run: no requests
     busy, area = busy_time(records)
     rows = [json.loads(line) for line in (out / "results.jsonl").open()]
     errors = sum(1 for row in rows if row["error"])
@@ -101,6 +133,8 @@ def bench_run(
     return {
         "method": method,
         "concurrency": concurrency,
+        "workers": workers,
+        "requests": len(records),
         "questions": n,
         "errors": errors,
         "calls_per_q": len(records) / n,
@@ -111,9 +145,9 @@ def bench_run(
         "per_q_ms": 1000 * wall / n,
         "cpu_s": cpu,
         "cpu_ms_per_q": 1000 * cpu / n,
-        "wall_over_floor": wall / max(model_time / concurrency, cpu),
+        "wall_over_floor": wall / max(model_time / concurrency, cpu / workers),
         "drain_s": drain,
-        "max_in_flight": max(r.in_flight for r in records),
+        "max_in_flight": max((r.in_flight for r in records), default=0),
         "mean_in_flight": area / busy if busy else 0.0,
     }
 
@@ -127,10 +161,15 @@ def main() -> None:
     parser.add_argument("--base-ms", type=float, default=100)
     parser.add_argument("--per-token-ms", type=float, default=2)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--workers", default="1,2", help="worker processes ('' : none)")
+    parser.add_argument("--total-concurrency", default="8,32")
+    parser.add_argument("--no-cache", action="store_true", help="skip the cache figures")
     args = parser.parse_args()
 
     index = sample_index()
-    rows = []
+    rows: list[dict[str, Any]] = []
+    worker_rows: list[dict[str, Any]] = []
+    cache_rows: list[dict[str, Any]] = []
     with (
         tempfile.TemporaryDirectory(prefix="noterag-throughput-") as tmp,
         SimProcess(args.base_ms, args.per_token_ms) as sim,
@@ -148,6 +187,22 @@ def main() -> None:
                 row = bench_run(method, c, n, dataset, sim, index, Path(tmp) / f"{method}-{c}")
                 rows.append(row)
                 print(f"  {method} x{c}: {row['wall_s']:.1f} s", flush=True)
+        for method in args.methods.split(","):
+            for c in (int(x) for x in args.total_concurrency.split(",") if x):
+                for w in (int(x) for x in args.workers.split(",") if x):
+                    out = Path(tmp) / f"{method}-{c}-w{w}"
+                    row = bench_run(method, c, args.questions, dataset, sim, index, out, w)
+                    worker_rows.append(row)
+                    print(f"  {method} x{c} workers {w}: {row['wall_s']:.1f} s", flush=True)
+        if not args.no_cache:
+            c = max(int(x) for x in args.total_concurrency.split(",") if x)
+            w = max((int(x) for x in args.workers.split(",") if x), default=1)
+            cache = Path(tmp) / "cache.sqlite"
+            for attempt in ("first", "second"):
+                out = Path(tmp) / f"cache-{attempt}"
+                row = bench_run("deepnote", c, args.questions, dataset, sim, index, out, w, cache)
+                cache_rows.append(row | {"run": attempt})
+                print(f"  cache, {attempt} run: {row['requests']} requests", flush=True)
 
     print(
         f"\nEval throughput (run_eval against the simulated endpoint, {args.base_ms:g} ms + "
@@ -176,7 +231,39 @@ def main() -> None:
     )
     print("target: wall <= 1.10x ideal (ideal = sum of model-call time / concurrency)")
     print("CPU = the client process's CPU time: a floor for the wall time whatever the concurrency")
-    print(f"wrote {write_results('throughput', rows, args.json)}")
+    if worker_rows:
+        print(f"\nWorkers ({args.questions} questions; total concurrency over the workers)")
+        print_table(
+            worker_rows,
+            [
+                ("method", "method", "s"),
+                ("concurrency", "total conc", "d"),
+                ("workers", "workers", "d"),
+                ("wall_s", "wall s", ".2f"),
+                ("ideal_s", "ideal s", ".2f"),
+                ("wall_over_ideal", "wall/ideal", ".3f"),
+                ("cpu_s", "CPU s (all)", ".2f"),
+                ("wall_over_floor", "wall/max(ideal,CPU/workers)", ".3f"),
+                ("mean_in_flight", "mean in flight", ".1f"),
+                ("errors", "errors", "d"),
+            ],
+        )
+        print("target (issue 15): deepnote, total concurrency 32, 2 workers <= 1.15x ideal")
+    if cache_rows:
+        print("\nCache (deepnote, the same run twice with --cache)")
+        print_table(
+            cache_rows,
+            [
+                ("run", "run", "s"),
+                ("concurrency", "total conc", "d"),
+                ("workers", "workers", "d"),
+                ("requests", "model requests", "d"),
+                ("wall_s", "wall s", ".2f"),
+                ("cpu_s", "CPU s (all)", ".2f"),
+            ],
+        )
+    data = {"runs": rows, "workers": worker_rows, "cache": cache_rows}
+    print(f"wrote {write_results('throughput', data, args.json)}")
 
 
 if __name__ == "__main__":
