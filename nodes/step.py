@@ -101,7 +101,9 @@ class Env:
         return {**self.profile.sampling, **self.ctx.sampling()}
 
 
-_OVERRIDDEN: dict[tuple[int, tuple[tuple[str, str], ...]], Any] = {}
+# (set, overrides) -> (the set, the overridden set); the set itself is kept beside its id, so an
+# id reused by a later set can never return another set's overrides
+_OVERRIDDEN: dict[tuple[int, tuple[tuple[str, str], ...]], tuple[Any, Any]] = {}
 
 
 def _with_overrides(prompt_set: Any, overrides: Mapping[str, str] | None) -> Any:
@@ -109,9 +111,10 @@ def _with_overrides(prompt_set: Any, overrides: Mapping[str, str] | None) -> Any
     if not overrides:
         return prompt_set
     key = (id(prompt_set), tuple(sorted(overrides.items())))
-    if key not in _OVERRIDDEN:
-        _OVERRIDDEN[key] = override_prompts(prompt_set, overrides)
-    return _OVERRIDDEN[key]
+    cached = _OVERRIDDEN.get(key)
+    if cached is None or cached[0] is not prompt_set:
+        cached = _OVERRIDDEN[key] = (prompt_set, override_prompts(prompt_set, overrides))
+    return cached[1]
 
 
 def reply_text(message: BaseMessage, sep: str = "") -> str:
