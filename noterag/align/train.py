@@ -192,9 +192,15 @@ def train_dpo(
     set_torch_threads(settings.threads)
     import torch
     from datasets import Dataset
+    from datasets import disable_progress_bars as quiet_datasets
+    from transformers import PrinterCallback
     from transformers.trainer_utils import get_last_checkpoint
+    from transformers.utils.logging import disable_progress_bar as quiet_transformers
     from trl import DPOConfig, DPOTrainer
 
+    # noterag prints one line per logged step; the libraries' progress bars would interleave
+    quiet_datasets()
+    quiet_transformers()
     echo(f"loading {location.label}…")
     policy, tokenizer = load_causal_lm(location)
     if tokenizer.chat_template is None:  # as train.py: TRL's simple template
@@ -248,6 +254,8 @@ def train_dpo(
             processing_class=tokenizer,
             callbacks=[log.callback()],
         )
+        # without a progress bar transformers prints each log dict to stdout; ours prints lines
+        trainer.remove_callback(PrinterCallback)
         echo(
             f"DPO on {len(rows)} pairs: {trainer.args.max_steps if trainer.args.max_steps > 0 else 'one epoch of'} "
             f"steps of {settings.batch_size} pairs, lr {settings.learning_rate:g}, β {settings.beta:g}"
