@@ -8,21 +8,12 @@ reason in one call, then the answer from the labelled passages.
     (single pass)                             stop_check (nodes.stops.single_pass)
     answer = LLM(prompt_g(q, L))              answer    (Adaptive-Note's generator, L as the note)
 
-Prompts: the authors' file thunlp/Adaptive-Note ``prompts/en/self_rerank`` (byte for byte,
-rendered with ``str.format``) and Adaptive-Note's own answer prompts, which the paper aligns
-across every method (noterag.prompts.self_rerank). The official code does not run this
-baseline, and ActiveRAG's released code (OpenMatch/ActiveRAG @ 9cc79cc, src/prompt.py) has only
-its own agents' prompts, not these baselines'; so how it runs is read from the file and the
-papers: graphs/single_step.py gives the reasons for the two calls and for the generator reading
-the labelled reply only (not a filtered or reordered passage list), nodes/self_rerank.py how
-the labels are read (shown in ``labels`` and the trace; counted fallbacks). FlashRAG has no
-such method (its rerankers are trained cross-encoders).
-
-Defaults are the papers': top-k 5, BM25 (the default index). Tasks: multihop, asqa (Table 1),
-and strategyqa with the StrategyQA answer prompt Adaptive-Note borrows from DeepNote (no paper
-reports Self-Rerank there); crud is refused (the authors used Chinese prompt files).
-``profile="official"``: the Adaptive-Note code's conventions around the same file (passages as
-"Passage #i Title: ...", sampling 0.1 / 0.9 / 1280 tokens, the official ``gen_answer`` files).
+Its prompt is the authors' file ``prompts/en/self_rerank``. Prompts, defaults and
+``profile="official"`` are the single-step baselines' (graphs/single_step.py: also why the
+generator reads the labelled reply only, not a filtered or reordered passage list);
+nodes/self_rerank.py says how the labels are read (shown in ``labels`` and the trace; counted
+fallbacks). Tasks: multihop, asqa (Table 1), and strategyqa (no paper reports Self-Rerank
+there). FlashRAG has no such method (its rerankers are trained cross-encoders).
 """
 
 from __future__ import annotations
@@ -32,10 +23,10 @@ from typing import Any
 
 from rich.text import Text
 
-from noterag.graphs.single_step import SingleStepContext, SingleStepOutput, SingleStepState, wiring
+from noterag.graphs.single_step import SingleStepOutput, SingleStepState, declare
 from noterag.nodes.self_rerank import PassageLabel, rerank
 from noterag.prompts import self_rerank as prompts
-from noterag.spec import MethodSpec, server_graph
+from noterag.spec import server_graph
 
 
 class SelfRerankOutput(SingleStepOutput, total=False):
@@ -62,21 +53,18 @@ def labels_line(event: Mapping[str, Any]) -> Text:
     return text
 
 
-SPEC = MethodSpec(
+SPEC = declare(
     name="self-rerank",
     title="Self-Rerank (Self-RAG simplified, after ActiveRAG)",
     summary="each top-k passage labelled useful/useless and relevant/irrelevant in one call, "
     "then the answer from the labels (Adaptive-Note's single-time baseline)",
-    context=SingleStepContext,
+    step=rerank,
+    role="rerank",
+    prompts=prompts,
+    progress={"labels": labels_line},
     state=SelfRerankState,
     output=SelfRerankOutput,
-    roles=("rerank", "answer"),
-    prompts={"paper": prompts.PAPER, "official": prompts.OFFICIAL},
-    wire=wiring(rerank),
-    result_fields=("best_note", "labels"),
-    trace_view="generic",
-    progress={"labels": labels_line},
-    official_code="adaptive-note",
+    result_fields=("labels",),
 )
 
 build = SPEC.build

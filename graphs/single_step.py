@@ -19,19 +19,36 @@ str-em, vanilla 43.4). FlashRAG has none of the three; its SequentialPipeline wi
 has the same shape (the refiner's output replaces the passages in the generator's prompt).
 
 The reply is kept in ``best_note``, the key the shared answer step fills the ``{note}`` slot
-from (and all note methods share). Tasks: multihop, asqa, strategyqa (noterag.prompts.single_step);
-task "crud" is refused before any call, as the authors' CRUD runs used Chinese prompt files
-noterag does not ship.
+from (and all note methods share). Tasks: multihop, asqa, strategyqa (noterag.prompts.single_step;
+strategyqa answers with DeepNote's StrategyQA prompt, the one Adaptive-Note borrows); task
+"crud" is refused before any call, as the authors' CRUD runs used Chinese prompt files noterag
+does not ship.
+
+What the three share beyond the shape (``declare`` writes it into each one's MethodSpec):
+
+* Prompts: the processing call's is the authors' file thunlp/Adaptive-Note ``prompts/en/<file>``
+  (byte for byte, rendered with ``str.format``), the answer's Adaptive-Note's own answer
+  prompts, which the paper aligns across every method (noterag.prompts.<method>). The official
+  code does not run these baselines (its ``--method`` is note, base or base_wo_retri), nor does
+  ActiveRAG's, after which Self-Refine and Self-Rerank are named (OpenMatch/ActiveRAG @ 9cc79cc,
+  src/prompt.py has only its own agents' prompts); so how they run is read from the files and
+  the papers.
+* Defaults are the papers': top-k 5, BM25 (the default index).
+* ``profile="official"``: the Adaptive-Note code's conventions around the same files (passages
+  as "Passage #i Title: ...", sampling 0.1 / 0.9 / 1280 tokens, the official ``gen_answer``
+  files).
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Annotated, Any, Literal
 
 from langgraph.graph import END, StateGraph
+from rich.text import Text
 
 from noterag.context import RunContext
 from noterag.nodes.answer import answer
@@ -39,7 +56,7 @@ from noterag.nodes.retrieve import retrieve
 from noterag.nodes.single_step import check_task
 from noterag.nodes.step import node
 from noterag.nodes.stops import single_pass, stop_check
-from noterag.spec import Deps
+from noterag.spec import Deps, MethodSpec, ProgressLine
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
 
 
@@ -99,3 +116,49 @@ def wiring(step: Callable[..., Any]) -> Callable[[StateGraph, Deps], None]:
         graph.add_edge("answer", END)
 
     return wire
+
+
+def reply_line(key: str, template: str) -> ProgressLine:
+    """A CLI progress line for the event that carries the processing call's reply under ``key``:
+    ``template`` filled with ``{passages}`` (how many it read) and ``{words}`` (the reply's)."""
+
+    def line(event: Mapping[str, Any]) -> Text:
+        words = len(str(event.get(key) or "").split())
+        return Text(template.format(passages=event.get("passages", 0), words=words), style="cyan")
+
+    return line
+
+
+def declare(
+    *,
+    name: str,
+    title: str,
+    summary: str,
+    step: Callable[..., Any],
+    role: str,
+    prompts: ModuleType,
+    progress: Mapping[str, ProgressLine],
+    state: type = SingleStepState,
+    output: type = SingleStepOutput,
+    result_fields: tuple[str, ...] = (),
+) -> MethodSpec:
+    """A single-step baseline's ``MethodSpec``: what the three share (settings, schemas, this
+    wiring around ``step``, the reply kept as ``best_note``, the generic trace view, the
+    Adaptive-Note code as the official one, its prompt module's PAPER and OFFICIAL sets), with
+    the method's own name, step, model role (the step's stage; the answer's is "answer"), state
+    and output where it returns more, and progress lines."""
+    return MethodSpec(
+        name=name,
+        title=title,
+        summary=summary,
+        context=SingleStepContext,
+        state=state,
+        output=output,
+        roles=(role, "answer"),
+        prompts={"paper": prompts.PAPER, "official": prompts.OFFICIAL},
+        wire=wiring(step),
+        result_fields=("best_note", *result_fields),
+        trace_view="generic",
+        progress=progress,
+        official_code="adaptive-note",
+    )
