@@ -57,6 +57,7 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.errors import ConfigError
+from noterag.graphs.ircot import ENTRY_CARDS as IRCOT_CARDS
 from noterag.graphs.ircot import IRCoTContext, thought_line
 from noterag.graphs.single_pass import single_pass_trace
 from noterag.models.runnable import pluggable
@@ -187,8 +188,9 @@ def complexity_line(event: Mapping[str, Any]) -> Text:
 
 
 # The trace page: the classifier's card, then the route's: IRCoT's reasoning steps and reader
-# (as graphs/ircot.py shows them), or the single pass's retrieval.
-TRACE_VIEW = """\
+# (graphs/ircot.py's cards), or the single pass's retrieval.
+TRACE_VIEW = (
+    """\
 {% import "trace/_cards.html.j2" as card with context %}
 {% for entry in trace %}
 {% if entry.get("step") == "classify" %}
@@ -199,18 +201,10 @@ TRACE_VIEW = """\
 {{ card.row("Fallback", card.muted("no class could be read from the reply: the fallback class")) }}
 {% endif %}
 {% endcall %}
-{% elif entry.get("reader") %}
-{% call card.section(entry.get("step"), entry, "QA reader") %}
-{{ card.row("Paragraphs", card.passage_list(entry.get("passage_ids") or [])) }}
-{{ card.row("Reply", card.text(entry.get("reply"), "note")) }}
-{% endcall %}
-{% elif "sentence" in entry %}
-{% call card.section(entry.get("step"), entry) %}
-{{ card.row("Query", card.queries([entry.get("query")] if entry.get("query") else [])) }}
-{{ card.row("New paragraphs", card.passage_list(entry.get("new_passage_ids") or [])) }}
-{{ card.row("Sentence", card.text(entry.get("sentence"), "note")) }}
-{{ card.row("Concluded", card.verdict("answer is", entry.get("concluded"))) }}
-{% endcall %}
+{% elif entry.get("reader") or "sentence" in entry %}
+"""
+    + IRCOT_CARDS
+    + """\
 {% else %}
 {% call card.section(entry.get("step"), entry, "Single pass") %}
 {{ card.row("Query", card.queries(entry.get("queries") or [])) }}
@@ -219,6 +213,7 @@ TRACE_VIEW = """\
 {% endif %}
 {% endfor %}
 """
+)
 
 SPEC = AdaptiveRAGSpec(
     name="adaptive-rag",

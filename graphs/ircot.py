@@ -169,10 +169,9 @@ def thought_line(event: Mapping[str, Any]) -> Text:
 
 
 # The trace page: per reasoning step its query, the paragraphs that query added and the sentence;
-# the QA reader's call (when it ran) with every collected paragraph and its reply.
-TRACE_VIEW = """\
-{% import "trace/_cards.html.j2" as card with context %}
-{% for entry in trace %}
+# the QA reader's call (when it ran) with every collected paragraph and its reply. The cards of
+# one entry are their own piece: Adaptive-RAG's route C shows IRCoT's entries with them.
+ENTRY_CARDS = """\
 {% if entry.get("reader") %}
 {% call card.section(entry.get("step"), entry, "QA reader") %}
 {{ card.row("Paragraphs", card.passage_list(entry.get("passage_ids") or [])) }}
@@ -186,8 +185,11 @@ TRACE_VIEW = """\
 {{ card.row("Concluded", card.verdict("answer is", entry.get("concluded"))) }}
 {% endcall %}
 {% endif %}
-{% endfor %}
 """
+TRACE_VIEW = (
+    '{% import "trace/_cards.html.j2" as card with context %}\n'
+    "{% for entry in trace %}\n" + ENTRY_CARDS + "{% endfor %}\n"
+)
 
 SPEC = MethodSpec(
     name="ircot",
