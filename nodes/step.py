@@ -14,16 +14,16 @@ a step is written", is the one page about this design.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import get_executor_for_config, run_in_executor
-from langgraph.runtime import get_runtime
+from langgraph._internal._runnable import RunnableCallable
+from langgraph.runtime import Runtime
 
 from noterag.context import resolve_context
 from noterag.nodes.parsing import count_fallbacks, fell_back
@@ -198,16 +198,15 @@ def _ask_config(ask: Ask) -> RunnableConfig:
     }
 
 
-def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
+def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> Runnable:
     """A graph node running ``step`` with ``deps`` bound, under invoke and ainvoke alike."""
 
-    def env_now(state: Mapping[str, Any]) -> Env:
-        runtime = get_runtime()
+    def env_now(state: Mapping[str, Any], runtime: Runtime) -> Env:
         ctx = resolve_context(deps.context_schema, runtime.context)
         return Env(ctx=ctx, deps=deps, profile=deps.profile(ctx, state), writer=runtime.stream_writer)
 
-    def run_sync(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        env, tally = env_now(state), _Tally()
+    def run_sync(state: dict[str, Any], config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
+        env, tally = env_now(state, runtime), _Tally()
 
         def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
@@ -229,8 +228,10 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
             update = _drive(step(state, env), perform, perform_all)
         return update | tally.update()
 
-    async def run_async(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        env, tally = env_now(state), _Tally()
+    async def run_async(
+        state: dict[str, Any], config: RunnableConfig, runtime: Runtime
+    ) -> dict[str, Any]:
+        env, tally = env_now(state, runtime), _Tally()
         gen = step(state, env)
 
         async def perform(effect: Effect) -> Any:
@@ -256,29 +257,17 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> RunnableLambda:
                 update = done.value or {}
         return update | tally.update()
 
-    # RunnableLambda inspects its function's signature on every call (does it take config, a
-    # run manager?): ~0.1 ms per node run, a fifth of a DeepNote step's own CPU. The signature
-    # set once here is what inspect.signature returns at once.
-    for func in (run_sync, run_async):
-        cast(Any, func).__signature__ = inspect.signature(func)
-    return _StepNode(run_sync, afunc=run_async, name=step.__name__)
+    return both_ways(run_sync, run_async, name=step.__name__)
 
 
-class _StepNode(RunnableLambda):
-    """A RunnableLambda whose ``_invoke`` / ``_ainvoke`` carry their signature: the runnable
-    inspects the bound method on every call as well (the same ~0.1 ms per node run)."""
-
-    def _invoke(self, input_: Any, run_manager: Any, config: RunnableConfig, **kwargs: Any) -> Any:
-        return super()._invoke(input_, run_manager, config, **kwargs)
-
-    async def _ainvoke(
-        self, value: Any, run_manager: Any, config: RunnableConfig, **kwargs: Any
-    ) -> Any:
-        return await super()._ainvoke(value, run_manager, config, **kwargs)
-
-
-for _method in (_StepNode._invoke, _StepNode._ainvoke):
-    cast(Any, _method).__signature__ = inspect.signature(_method)
+def both_ways(func: Callable[..., Any], afunc: Callable[..., Any], *, name: str) -> Runnable:
+    """A graph node with a sync and an async body, as LangGraph makes one of a plain function:
+    its ``RunnableCallable``, which reads the body's signature once (what to inject: ``config``,
+    ``runtime``) and runs it inside the node's own run, opening no run of its own. (A
+    ``RunnableLambda`` would open a second run nested in the node's, with its callbacks and
+    config merging, and inspect the body's signature on every call.) ``func`` and ``afunc``
+    take the same parameters. LangGraph's own prebuilt nodes are built on the same class."""
+    return RunnableCallable(func, afunc, name=name, trace=False)
 
 
 async def _asearch(retriever: BaseRetriever, search: Search) -> list[Any]:
