@@ -1,11 +1,15 @@
 """Test doubles: a chat model that answers each paper stage from a script and records every
-prompt, and a small keyword retriever over passages the test writes."""
+prompt and every call's arguments, one that holds calls at a barrier until they run together,
+a small keyword retriever over passages the test writes (and one that records its queries),
+and what the method tests compare prompts and runs with."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -33,6 +37,8 @@ class ScriptedModel(BaseChatModel):
     stand_in: Any = None
     logprobs: bool = True
     _calls: list[tuple[str, str]] = PrivateAttr(default_factory=list)
+    # (stage, {"stop": ..., **the call's other model arguments}) per call
+    _arguments: list[tuple[str, dict[str, Any]]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _used: dict[str, int] = PrivateAttr(default_factory=dict)
 
@@ -58,6 +64,33 @@ class ScriptedModel(BaseChatModel):
     def prompts_for(self, stage: str) -> list[str]:
         return [prompt for s, prompt in self._calls if s == stage]
 
+    @property
+    def stops(self) -> list[tuple[str, Any]]:
+        """Each call's stage and the stop sequences it was given."""
+        return [(stage, args["stop"]) for stage, args in self._arguments]
+
+    def arguments(self, stage: str) -> list[dict[str, Any]]:
+        """The model arguments of each call of ``stage``, its stop sequences as ``"stop"``."""
+        return [args for s, args in self._arguments if s == stage]
+
+    def kwargs_for(self, stage: str) -> list[dict[str, Any]]:
+        """The model arguments of each call of ``stage`` besides the stop sequences."""
+        return [{k: v for k, v in args.items() if k != "stop"} for args in self.arguments(stage)]
+
+    def _record(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        run_manager: CallbackManagerForLLMRun | None,
+        kwargs: Mapping[str, Any],
+    ) -> tuple[str, str]:
+        """Records a call (its stage, prompt and arguments); returns its stage and prompt."""
+        stage, prompt = stage_of(run_manager), str(messages[-1].content)
+        with self._lock:
+            self._calls.append((stage, prompt))
+            self._arguments.append((stage, {"stop": stop, **kwargs}))
+        return stage, prompt
+
     def _reply(self, stage: str, prompt: str) -> str:
         entry = self.script.get(stage, self.default)
         if isinstance(entry, list):
@@ -74,19 +107,11 @@ class ScriptedModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        stage = (run_manager.metadata or {}).get("noterag_stage", "?") if run_manager else "?"
-        prompt = str(messages[-1].content)
-        with self._lock:
-            self._calls.append((stage, prompt))
+        stage, prompt = self._record(messages, stop, run_manager, kwargs)
         text = self._reply(stage, prompt)
         if self.stand_in is not None:
             text = self.stand_in(stage, text)
-        usage = {
-            "input_tokens": len(prompt.split()),
-            "output_tokens": len(text.split()),
-            "total_tokens": len(prompt.split()) + len(text.split()),
-        }
-        message = AIMessage(text, usage_metadata=usage)
+        message = AIMessage(text, usage_metadata=usage(prompt, text))
         if kwargs.get("logprobs") and self.logprobs:
             message.response_metadata["logprobs"] = {
                 "content": [
@@ -95,6 +120,56 @@ class ScriptedModel(BaseChatModel):
                 ]
             }
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def stage_of(run_manager: CallbackManagerForLLMRun | None) -> str:
+    """The paper stage a model call is made for: its ``noterag_stage`` metadata ("?": none)."""
+    return (run_manager.metadata or {}).get("noterag_stage", "?") if run_manager else "?"
+
+
+def usage(prompt: str, text: str, least: int = 0) -> Any:
+    """The token usage a scripted reply reports: words, at least ``least`` for the reply."""
+    prompt_tokens, reply_tokens = len(prompt.split()), max(len(text.split()), least)
+    return {
+        "input_tokens": prompt_tokens,
+        "output_tokens": reply_tokens,
+        "total_tokens": prompt_tokens + reply_tokens,
+    }
+
+
+class RendezvousModel(ScriptedModel):
+    """Holds each call of a stage given a barrier (``meet``) until all the barrier's parties are
+    in flight, so the calls only return if the graph runs them concurrently; sent one after the
+    other, the first waits alone and the barrier breaks after its timeout instead of hanging the
+    test. A subclass decides otherwise which call waits by overriding ``barrier_for``."""
+
+    # mutable, so that the non-streaming copies the graph makes of a model share it
+    _barriers: dict[str, threading.Barrier] = PrivateAttr(default_factory=dict)
+
+    def meet(self, parties: int, *stages: str, timeout: float = 10) -> threading.Barrier:
+        """One barrier of ``parties`` for the calls of ``stages``."""
+        barrier = threading.Barrier(parties, timeout=timeout)
+        self._barriers.update(dict.fromkeys(stages, barrier))
+        return barrier
+
+    def barrier_for(self, stage: str) -> threading.Barrier | None:
+        return self._barriers.get(stage)
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        barrier = self.barrier_for(stage_of(run_manager))
+        if barrier is not None:
+            barrier.wait()  # BrokenBarrierError after the timeout unless all parties arrive
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def invoke_by(mode: str, graph: Any, graph_input: dict[str, Any], **kwargs: Any) -> Any:
+    """``graph.invoke`` (mode "invoke"), or ``graph.ainvoke`` run to its end (mode "ainvoke"),
+    for the tests that check both ways."""
+    if mode == "invoke":
+        return graph.invoke(graph_input, **kwargs)
+    return asyncio.run(graph.ainvoke(graph_input, **kwargs))
 
 
 # a bracketed reflection token ("[Fully supported]") is one token; otherwise a word with the
@@ -125,6 +200,18 @@ class KeywordRetriever(BaseRetriever):
             Document(p["text"], id=p["id"], metadata={"id": p["id"], "title": p["title"], "score": s})
             for s, _, p in ranked[: k or self.k]
         ]
+
+
+class RecordingRetriever(KeywordRetriever):
+    """Also records each search: (query, k)."""
+
+    queries: list[tuple[str, int | None]] = Field(default_factory=list)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: Any = None, k: int | None = None
+    ) -> list[Document]:
+        self.queries.append((query, k))
+        return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
 
 
 def passages(*rows: Iterable[str]) -> list[dict[str, str]]:
@@ -162,3 +249,80 @@ def velmora_script(**overrides: Any) -> dict[str, Any]:
         "answer": "1871",
     }
     return base | overrides
+
+
+# --------------------------------------------------------------------------- comparing runs
+
+
+def ranked(corpus: list[dict[str, str]], query: str, k: int) -> list[dict[str, Any]]:
+    """The passages the keyword retriever ranks first for ``query``, in order."""
+    docs = KeywordRetriever(passages=corpus).invoke(query, k=k)
+    return [{"id": d.id, "title": d.metadata["title"], "text": d.page_content} for d in docs]
+
+
+def numbered(found: list[dict[str, Any]]) -> str:
+    """profile="paper"'s passage format, written out here so a change there shows."""
+    return "\n\n".join(
+        f"[{i}] Title: {p['title']}\nText: {p['text']}" for i, p in enumerate(found, 1)
+    )
+
+
+def official_refs(found: list[dict[str, Any]]) -> str:
+    """The Adaptive-Note code's passage format (profile="official"), written out likewise."""
+    return "".join(
+        f"Passage #{i} Title: {p['title']}\nPassage #{i} Text: {p['text']} \n\n"
+        for i, p in enumerate(found, 1)
+    )
+
+
+def vendored(file: str, **values: str) -> str:
+    """The Adaptive-Note authors' prompt file (as noterag vendors it) rendered as their code
+    renders it: ``read().format(**values)``."""
+    import noterag.prompts
+
+    folder = Path(noterag.prompts.__file__).parent / "official" / "thunlp-Adaptive-Note"
+    with (folder / file).open(encoding="utf-8", newline="") as handle:
+        return handle.read().format(**values)
+
+
+def invoke_graph(
+    build: Callable[..., Any],
+    model: BaseChatModel,
+    retriever: BaseRetriever,
+    graph_input: dict[str, Any] | None = None,
+    **context: Any,
+) -> dict[str, Any]:
+    """A method's graph (its module's ``build``) run once on ``graph_input`` (default: QUESTION),
+    with ``context`` as the run's settings."""
+    graph = build(model=model, retriever=retriever)
+    return graph.invoke(graph_input or {"question": QUESTION}, context=context or None)
+
+
+def run_recorded(
+    build: Callable[..., Any],
+    corpus: list[dict[str, str]],
+    script: dict[str, Any],
+    model: ScriptedModel | None = None,
+    graph_input: dict[str, Any] | None = None,
+    **context: Any,
+) -> tuple[dict[str, Any], ScriptedModel, RecordingRetriever]:
+    """``invoke_graph`` with ``model`` (default: a ScriptedModel of ``script``) over a recording
+    retriever of ``corpus``: the output, the model and the retriever (for the searches it made).
+    A test module binds its method, corpus and script: ``run = partial(run_recorded, ...)``."""
+    model = model or ScriptedModel(script=script)
+    retriever = RecordingRetriever(passages=corpus)
+    return invoke_graph(build, model, retriever, graph_input, **context), model, retriever
+
+
+def generator_prompt(note: str, question: str = QUESTION) -> str:
+    """Adaptive-Note's multihop generator prompt (paper, Table A4: Multi-hop QA) with ``note``:
+    written out here so a change in noterag's copy shows."""
+    return (
+        "Answer the question based on the given note. Only give me the answer and do not output "
+        f"any other words.\n\nThe following are given notes: {note}\nQuestion: {question}\n\nAnswer:"
+    )
+
+
+def custom_events(graph: Any, graph_input: dict[str, Any]) -> list[dict[str, Any]]:
+    """The events a run sends to stream_mode="custom", in order."""
+    return [e for mode, e in graph.stream(graph_input, stream_mode=["custom"]) if mode == "custom"]

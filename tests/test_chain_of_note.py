@@ -5,19 +5,29 @@ tasks, both profiles, cost, trace, events, async, roles; and one run of the loca
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import pytest
-from pydantic import Field
 
-import noterag.prompts
 from noterag.errors import ConfigError
 from noterag.graphs import chain_of_note
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    RecordingRetriever,
+    ScriptedModel,
+    generator_prompt,
+    numbered,
+    official_refs,
+    passages,
+    ranked,
+    run_recorded,
+    vendored,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
-VENDORED = Path(noterag.prompts.__file__).parent / "official" / "thunlp-Adaptive-Note"
 NOTES = (
     "Passage 1 says the Velmora Bridge was designed by Aurelio Fenwick. The other passages are "
     "about other people. Answer: not given."
@@ -25,42 +35,8 @@ NOTES = (
 SCRIPT = {"notes": f"  {NOTES}\n", "answer": "1871"}
 
 
-class RecordingRetriever(KeywordRetriever):
-    queries: list[tuple[str, int | None]] = Field(default_factory=list)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None):
-        self.queries.append((query, k))
-        return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
-
-
-def vendored(file: str, **values: str) -> str:
-    """The authors' prompt file rendered as their code renders it: ``read().format(**values)``."""
-    with (VENDORED / file).open(encoding="utf-8", newline="") as handle:
-        return handle.read().format(**values)
-
-
-def top(k: int) -> list[dict[str, Any]]:
-    """The passages the retriever ranks first for the question, in order."""
-    docs = KeywordRetriever(passages=CORPUS).invoke(QUESTION, k=k)
-    return [{"id": d.id, "title": d.metadata["title"], "text": d.page_content} for d in docs]
-
-
-def numbered(found: list[dict[str, Any]]) -> str:
-    # profile="paper"'s passage format, written out here so a change there shows
-    return "\n\n".join(
-        f"[{i}] Title: {p['title']}\nText: {p['text']}" for i, p in enumerate(found, 1)
-    )
-
-
-def run(
-    model: ScriptedModel | None = None, graph_input: dict[str, Any] | None = None, **context: Any
-) -> tuple[dict[str, Any], ScriptedModel, RecordingRetriever]:
-    model = model or ScriptedModel(script=SCRIPT)
-    retriever = RecordingRetriever(passages=CORPUS)
-    out = chain_of_note.build(model=model, retriever=retriever).invoke(
-        graph_input or {"question": QUESTION}, context=context or None
-    )
-    return out, model, retriever
+top = partial(ranked, CORPUS, QUESTION)  # top(k): the passages ranked first, in order
+run = partial(run_recorded, chain_of_note.build, CORPUS, SCRIPT)  # -> (output, model, retriever)
 
 
 def test_one_search_the_notes_then_the_answer():
@@ -89,22 +65,14 @@ def test_the_answer_reads_the_notes_and_not_the_passages():
     _, model, _ = run()
     (prompt,) = model.prompts_for("answer")
     # Adaptive-Note's generator (paper, Table A4: Multi-hop QA), the notes as its note
-    assert prompt == (
-        "Answer the question based on the given note. Only give me the answer and do not output "
-        f"any other words.\n\nThe following are given notes: {NOTES}\nQuestion: {QUESTION}\n\nAnswer:"
-    )
+    assert prompt == generator_prompt(NOTES)
     assert not any(p["text"] in prompt for p in top(5))
 
 
 def test_official_profile_sends_the_files_with_the_official_passage_format():
     _, model, _ = run(profile="official", top_k=2)
-    first, second = top(2)
-    refs = (
-        f"Passage #1 Title: {first['title']}\nPassage #1 Text: {first['text']} \n\n"
-        f"Passage #2 Title: {second['title']}\nPassage #2 Text: {second['text']} \n\n"
-    )
     assert model.calls == [
-        ("notes", vendored("chain-of-note", query=QUESTION, refs=refs)),
+        ("notes", vendored("chain-of-note", query=QUESTION, refs=official_refs(top(2)))),
         ("answer", vendored("gen_answer", query=QUESTION, note=NOTES)),
     ]
 

@@ -5,58 +5,35 @@ both profiles, cost, trace, events, async, roles; and one run of the local model
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import pytest
-from pydantic import Field
 
-import noterag.prompts
 from noterag.errors import ConfigError
 from noterag.graphs import self_refine
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    custom_events,
+    generator_prompt,
+    numbered,
+    official_refs,
+    passages,
+    ranked,
+    run_recorded,
+    vendored,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
-VENDORED = Path(noterag.prompts.__file__).parent / "official" / "thunlp-Adaptive-Note"
 SUMMARY = "Summary: the Velmora Bridge was designed by Aurelio Fenwick.\nAnalysis: no birth year."
 SCRIPT = {"refine": f"\n{SUMMARY}  ", "answer": "1871"}
 
 
-class RecordingRetriever(KeywordRetriever):
-    queries: list[tuple[str, int | None]] = Field(default_factory=list)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None):
-        self.queries.append((query, k))
-        return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
-
-
-def vendored(file: str, **values: str) -> str:
-    """The authors' prompt file rendered as their code renders it: ``read().format(**values)``."""
-    with (VENDORED / file).open(encoding="utf-8", newline="") as handle:
-        return handle.read().format(**values)
-
-
-def top(k: int) -> list[dict[str, Any]]:
-    docs = KeywordRetriever(passages=CORPUS).invoke(QUESTION, k=k)
-    return [{"id": d.id, "title": d.metadata["title"], "text": d.page_content} for d in docs]
-
-
-def numbered(found: list[dict[str, Any]]) -> str:
-    # profile="paper"'s passage format, written out here so a change there shows
-    return "\n\n".join(
-        f"[{i}] Title: {p['title']}\nText: {p['text']}" for i, p in enumerate(found, 1)
-    )
-
-
-def run(
-    model: ScriptedModel | None = None, graph_input: dict[str, Any] | None = None, **context: Any
-) -> tuple[dict[str, Any], ScriptedModel, RecordingRetriever]:
-    model = model or ScriptedModel(script=SCRIPT)
-    retriever = RecordingRetriever(passages=CORPUS)
-    out = self_refine.build(model=model, retriever=retriever).invoke(
-        graph_input or {"question": QUESTION}, context=context or None
-    )
-    return out, model, retriever
+top = partial(ranked, CORPUS, QUESTION)  # top(k): the passages ranked first, in order
+run = partial(run_recorded, self_refine.build, CORPUS, SCRIPT)  # -> (output, model, retriever)
 
 
 def test_one_search_the_refinement_then_the_answer():
@@ -76,14 +53,7 @@ def test_both_prompts_whole():
     assert model.calls == [
         ("refine", vendored("self_refine", query=QUESTION, refs=numbered(top(5)))),
         # Adaptive-Note's generator (paper, Table A4: Multi-hop QA), the refinement as its note
-        (
-            "answer",
-            (
-                "Answer the question based on the given note. Only give me the answer and do not "
-                f"output any other words.\n\nThe following are given notes: {SUMMARY}\n"
-                f"Question: {QUESTION}\n\nAnswer:"
-            ),
-        ),
+        ("answer", generator_prompt(SUMMARY)),
     ]
     assert model.calls[0][1].startswith("Complete the following task:\nThe questions that need")
     assert not any(p["text"] in model.calls[1][1] for p in top(5))
@@ -91,10 +61,8 @@ def test_both_prompts_whole():
 
 def test_official_profile_sends_the_files_with_the_official_passage_format():
     _, model, _ = run(profile="official", top_k=1)
-    (first,) = top(1)
-    refs = f"Passage #1 Title: {first['title']}\nPassage #1 Text: {first['text']} \n\n"
     assert model.calls == [
-        ("refine", vendored("self_refine", query=QUESTION, refs=refs)),
+        ("refine", vendored("self_refine", query=QUESTION, refs=official_refs(top(1)))),
         ("answer", vendored("gen_answer", query=QUESTION, note=SUMMARY)),
     ]
 
@@ -133,11 +101,7 @@ def test_progress_events():
     graph = self_refine.build(
         model=ScriptedModel(script=SCRIPT), retriever=KeywordRetriever(passages=CORPUS)
     )
-    events = [
-        e
-        for mode, e in graph.stream({"question": QUESTION}, stream_mode=["custom"])
-        if mode == "custom"
-    ]
+    events = custom_events(graph, {"question": QUESTION})
     assert [e["type"] for e in events] == ["passages", "refinement", "answer"]
     assert events[1] == {"type": "refinement", "step": 0, "passages": 5, "refinement": SUMMARY}
     line = self_refine.SPEC.progress["refinement"](events[1])

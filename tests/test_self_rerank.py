@@ -6,21 +6,31 @@ async, roles; and one run of the local model."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import pytest
-from pydantic import Field
 
-import noterag.prompts
 from noterag.errors import ConfigError
 from noterag.graphs import self_rerank
 from noterag.nodes.parsing import count_fallbacks
 from noterag.nodes.self_rerank import parse_labels
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    custom_events,
+    generator_prompt,
+    numbered,
+    official_refs,
+    passages,
+    ranked,
+    run_recorded,
+    vendored,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
-VENDORED = Path(noterag.prompts.__file__).parent / "official" / "thunlp-Adaptive-Note"
 # The file's generation format, one line per passage, for the question's top 5 (p1 p7 p3 p6 p4)
 LABELLED = (
     "1. passage: The Velmora Bridge was designed by Aurelio Fenwick, label: <useful><relevant>, "
@@ -34,41 +44,8 @@ SCRIPT = {"rerank": LABELLED, "answer": "1871"}
 TAGS = [(True, True), (False, True), (True, False), (False, False), (False, False)]
 
 
-class RecordingRetriever(KeywordRetriever):
-    queries: list[tuple[str, int | None]] = Field(default_factory=list)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None):
-        self.queries.append((query, k))
-        return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
-
-
-def vendored(file: str, **values: str) -> str:
-    """The authors' prompt file rendered as their code renders it: ``read().format(**values)``."""
-    with (VENDORED / file).open(encoding="utf-8", newline="") as handle:
-        return handle.read().format(**values)
-
-
-def top(k: int) -> list[dict[str, Any]]:
-    docs = KeywordRetriever(passages=CORPUS).invoke(QUESTION, k=k)
-    return [{"id": d.id, "title": d.metadata["title"], "text": d.page_content} for d in docs]
-
-
-def numbered(found: list[dict[str, Any]]) -> str:
-    # profile="paper"'s passage format, written out here so a change there shows
-    return "\n\n".join(
-        f"[{i}] Title: {p['title']}\nText: {p['text']}" for i, p in enumerate(found, 1)
-    )
-
-
-def run(
-    model: ScriptedModel | None = None, graph_input: dict[str, Any] | None = None, **context: Any
-) -> tuple[dict[str, Any], ScriptedModel, RecordingRetriever]:
-    model = model or ScriptedModel(script=SCRIPT)
-    retriever = RecordingRetriever(passages=CORPUS)
-    out = self_rerank.build(model=model, retriever=retriever).invoke(
-        graph_input or {"question": QUESTION}, context=context or None
-    )
-    return out, model, retriever
+top = partial(ranked, CORPUS, QUESTION)  # top(k): the passages ranked first, in order
+run = partial(run_recorded, self_rerank.build, CORPUS, SCRIPT)  # -> (output, model, retriever)
 
 
 def labels_of(reply: str, found: list[dict[str, Any]]) -> tuple[list[tuple[Any, Any]], int]:
@@ -101,14 +78,8 @@ def test_both_prompts_whole_and_the_answer_reads_the_labels_not_the_passages():
     _, model, _ = run()
     assert model.calls == [
         ("rerank", vendored("self_rerank", query=QUESTION, refs=numbered(top(5)))),
-        (
-            "answer",
-            (
-                "Answer the question based on the given note. Only give me the answer and do not "
-                f"output any other words.\n\nThe following are given notes: {LABELLED}\n"
-                f"Question: {QUESTION}\n\nAnswer:"
-            ),
-        ),
+        # Adaptive-Note's generator, the labelled reply as its note
+        ("answer", generator_prompt(LABELLED)),
     ]
     assert model.calls[0][1].endswith("Generation Format:\n1. passage:..., label:..., reason:...")
     assert not any(p["text"] in model.calls[1][1] for p in top(5))
@@ -116,13 +87,8 @@ def test_both_prompts_whole_and_the_answer_reads_the_labels_not_the_passages():
 
 def test_official_profile_sends_the_files_with_the_official_passage_format():
     _, model, _ = run(profile="official", top_k=2)
-    first, second = top(2)
-    refs = (
-        f"Passage #1 Title: {first['title']}\nPassage #1 Text: {first['text']} \n\n"
-        f"Passage #2 Title: {second['title']}\nPassage #2 Text: {second['text']} \n\n"
-    )
     assert model.calls == [
-        ("rerank", vendored("self_rerank", query=QUESTION, refs=refs)),
+        ("rerank", vendored("self_rerank", query=QUESTION, refs=official_refs(top(2)))),
         ("answer", vendored("gen_answer", query=QUESTION, note=LABELLED)),
     ]
 
@@ -161,11 +127,7 @@ def test_progress_events():
         model=ScriptedModel(script={"rerank": reply, "answer": "1871"}),
         retriever=KeywordRetriever(passages=CORPUS),
     )
-    events = [
-        e
-        for mode, e in graph.stream({"question": QUESTION}, stream_mode=["custom"])
-        if mode == "custom"
-    ]
+    events = custom_events(graph, {"question": QUESTION})
     assert [e["type"] for e in events] == ["passages", "labels", "answer"]
     assert events[1]["step"] == 0 and len(events[1]["labels"]) == 5
     line = self_rerank.SPEC.progress["labels"](events[1])
