@@ -298,6 +298,21 @@ def invoke_graph(
     return graph.invoke(graph_input or {"question": QUESTION}, context=context or None)
 
 
+def run_over(
+    build: Callable[..., Any],
+    corpus: list[dict[str, str]],
+    settings: Mapping[str, Any],
+    model: BaseChatModel,
+    retriever: BaseRetriever | None = None,
+    **context: Any,
+) -> dict[str, Any]:
+    """``invoke_graph`` over ``retriever`` (default: the keyword retriever of ``corpus``), with
+    the test module's ``settings`` under the run's ``context``. A test module binds its method,
+    corpus and settings: ``run = partial(run_over, ...)``."""
+    retriever = retriever or KeywordRetriever(passages=corpus)
+    return invoke_graph(build, model, retriever, **(dict(settings) | context))
+
+
 def run_recorded(
     build: Callable[..., Any],
     corpus: list[dict[str, str]],

@@ -10,19 +10,28 @@ import asyncio
 import hashlib
 import math
 import re
+from functools import partial
 from importlib import resources
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
 from noterag.errors import ConfigError
 from noterag.graphs import flare
 from noterag.nodes import flare as steps
 from noterag.nodes.logprobs import LogprobsUnavailableError, Token
 from noterag.prompts import flare as flare_prompts
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    RecordingRetriever,
+    ScriptedModel,
+    passages,
+    run_over,
+)
 
 # the first 2WikiMultihopQA exemplar's question finds this passage
 CORPUS = passages(
@@ -48,21 +57,15 @@ TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]")
 class LogprobModel(ScriptedModel):
     """Returns log-probabilities as an OpenAI-compatible endpoint does when asked: one token per
     word or punctuation mark, each with probability ``probs.get(<token stripped>, 0.95)``;
-    finish_reason "length" for the replies in ``cut``. Records every call's model arguments."""
+    finish_reason "length" for the replies in ``cut``. (ScriptedModel records every call's model
+    arguments.)"""
 
     probs: dict[str, float] = Field(default_factory=dict)
     cut: frozenset[str] = frozenset()
-    _arguments: list[tuple[str, dict[str, Any]]] = PrivateAttr(default_factory=list)
-
-    def arguments(self, stage: str) -> list[dict[str, Any]]:
-        return [args for s, args in self._arguments if s == stage]
 
     def _generate(
         self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
     ) -> Any:
-        stage = (run_manager.metadata or {}).get("noterag_stage", "?") if run_manager else "?"
-        with self._lock:
-            self._arguments.append((stage, {"stop": stop, **kwargs}))
         result = super()._generate(messages, stop, run_manager, **kwargs)
         message = result.generations[0].message
         text = str(message.content)
@@ -81,19 +84,7 @@ class LogprobModel(ScriptedModel):
         return result
 
 
-class RecordingRetriever(KeywordRetriever):
-    queries: list[tuple[str, int | None]] = Field(default_factory=list)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None):
-        self.queries.append((query, k))
-        return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
-
-
-def run(
-    model: ScriptedModel, retriever: KeywordRetriever | None = None, **context: Any
-) -> dict[str, Any]:
-    graph = flare.build(model=model, retriever=retriever or KeywordRetriever(passages=CORPUS))
-    return graph.invoke({"question": QUESTION}, context=SHORT | context)
+run = partial(run_over, flare.build, CORPUS, SHORT)  # run(model, retriever=None, **context)
 
 
 def top(query: str, k: int = 2) -> list[Any]:

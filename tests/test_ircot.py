@@ -9,18 +9,26 @@ import asyncio
 import hashlib
 import json
 import math
+from functools import partial
 from importlib import resources
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage
-from pydantic import Field, PrivateAttr
 
 from noterag.errors import ConfigError
 from noterag.graphs import ircot
 from noterag.nodes import ircot as steps
 from noterag.prompts import ircot as ircot_prompts
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    RecordingRetriever,
+    ScriptedModel,
+    passages,
+    run_over,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
 FACT = "The Velmora Bridge was designed by the architect Aurelio Fenwick."
@@ -31,33 +39,7 @@ QUERY = "In year was the architect of the Velmora Bridge born?"
 SHORT = {"max_demos": 2, "prompt_tokens": None}  # two demonstrations, no length rule
 
 
-class Recording(ScriptedModel):
-    """Also records each call's stage and the stop sequences it was given."""
-
-    _stops: list[tuple[str, Any]] = PrivateAttr(default_factory=list)
-
-    def _generate(
-        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> Any:
-        stage = (run_manager.metadata or {}).get("noterag_stage", "?") if run_manager else "?"
-        with self._lock:
-            self._stops.append((stage, stop))
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-
-class RecordingRetriever(KeywordRetriever):
-    queries: list[tuple[str, int | None]] = Field(default_factory=list)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None):
-        self.queries.append((query, k))
-        return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
-
-
-def run(
-    model: ScriptedModel, retriever: KeywordRetriever | None = None, **context: Any
-) -> dict[str, Any]:
-    graph = ircot.build(model=model, retriever=retriever or KeywordRetriever(passages=CORPUS))
-    return graph.invoke({"question": QUESTION}, context=SHORT | context)
+run = partial(run_over, ircot.build, CORPUS, SHORT)  # run(model, retriever=None, **context)
 
 
 def demos(count: int = 2, dataset: str = "hotpotqa", prompt_set: int = 1) -> str:
@@ -73,7 +55,10 @@ def paragraphs(*ids: str) -> str:
 
 
 def test_concluding_at_the_first_step_answers_with_that_sentence():
-    model, retriever = Recording(script={"reason": CONCLUDE}), RecordingRetriever(passages=CORPUS)
+    model, retriever = (
+        ScriptedModel(script={"reason": CONCLUDE}),
+        RecordingRetriever(passages=CORPUS),
+    )
     out = run(model, retriever)
     assert model.stages == ["reason"]  # no reader call: the sentence says the answer
     assert out["answer"] == "1871" and out["cot"] == [CONCLUDE]
@@ -95,7 +80,7 @@ def test_concluding_at_the_first_step_answers_with_that_sentence():
 
 
 def test_never_concluding_runs_max_steps_then_the_qa_reader_answers():
-    model = Recording(
+    model = ScriptedModel(
         script={"reason": [FACT, BORN, "Fenwick studied at the Marrowgate Institute."],
                 "answer": f"{BORN} So the answer is: 1871."}
     )  # fmt: skip
@@ -161,9 +146,9 @@ def test_ainvoke_takes_the_same_path():
 
 
 def test_every_call_stops_at_a_newline_as_the_originals_generator():
-    model = Recording(script={"reason": FACT, "answer": "So the answer is: 1871"})
+    model = ScriptedModel(script={"reason": FACT, "answer": "So the answer is: 1871"})
     run(model, max_steps=2)
-    assert model._stops == [("reason", ["\n"]), ("reason", ["\n"]), ("answer", ["\n"])]
+    assert model.stops == [("reason", ["\n"]), ("reason", ["\n"]), ("answer", ["\n"])]
 
 
 # --- prompts, queries, paragraphs --------------------------------------------------------------------

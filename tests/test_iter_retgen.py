@@ -6,10 +6,10 @@ run of the local model."""
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 import pytest
-from pydantic import Field, PrivateAttr
 
 from noterag.errors import ConfigError
 from noterag.graphs import iter_retgen
@@ -17,7 +17,15 @@ from noterag.nodes.iter_retgen import parse_answer
 from noterag.profiles import numbered_passages
 from noterag.prompts import iter_retgen as prompts
 from noterag.state import Passage
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    RecordingRetriever,
+    ScriptedModel,
+    passages,
+    run_over,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
 Y1 = "The Velmora Bridge was designed by Aurelio Fenwick.\nSo the answer is unknown"
@@ -25,33 +33,7 @@ Y2 = "Aurelio Fenwick studied at the Marrowgate Institute.\nSo the answer is 187
 Y3 = "Aurelio Fenwick (1871-1938) designed the Velmora Bridge.\nSo the answer is 1871"
 
 
-class Recording(ScriptedModel):
-    """Also records each call's stage and the stop sequences it was given."""
-
-    _stops: list[tuple[str, Any]] = PrivateAttr(default_factory=list)
-
-    def _generate(
-        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> Any:
-        stage = (run_manager.metadata or {}).get("noterag_stage", "?") if run_manager else "?"
-        with self._lock:
-            self._stops.append((stage, stop))
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-
-class RecordingRetriever(KeywordRetriever):
-    queries: list[tuple[str, int | None]] = Field(default_factory=list)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None):
-        self.queries.append((query, k))
-        return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
-
-
-def run(
-    model: ScriptedModel, retriever: KeywordRetriever | None = None, **context: Any
-) -> dict[str, Any]:
-    graph = iter_retgen.build(model=model, retriever=retriever or KeywordRetriever(passages=CORPUS))
-    return graph.invoke({"question": QUESTION}, context=context or None)
+run = partial(run_over, iter_retgen.build, CORPUS, {})  # run(model, retriever=None, **context)
 
 
 def script(**overrides: Any) -> dict[str, Any]:
@@ -62,7 +44,7 @@ def script(**overrides: Any) -> dict[str, Any]:
 
 
 def test_three_iterations_each_query_carries_the_previous_generation():
-    model, retriever = Recording(script=script()), RecordingRetriever(passages=CORPUS)
+    model, retriever = ScriptedModel(script=script()), RecordingRetriever(passages=CORPUS)
     out = run(model, retriever)
     assert model.stages == ["generate", "generate", "answer"]  # T = 3 by default
     assert retriever.queries == [(QUESTION, 5), (f"{QUESTION} {Y1}", 5), (f"{QUESTION} {Y2}", 5)]
@@ -178,9 +160,9 @@ def test_bad_settings_are_one_clear_error(bad: dict[str, Any]):
 
 
 def test_no_stop_sequence_is_passed():
-    model = Recording(script=script())
+    model = ScriptedModel(script=script())
     run(model)
-    assert model._stops == [("generate", None), ("generate", None), ("answer", None)]
+    assert model.stops == [("generate", None), ("generate", None), ("answer", None)]
 
 
 @pytest.mark.parametrize(
