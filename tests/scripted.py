@@ -69,12 +69,14 @@ class ScriptedModel(BaseChatModel):
         """Each call's stage and the stop sequences it was given."""
         return [(stage, args["stop"]) for stage, args in self._arguments]
 
-    def arguments(self, stage: str) -> list[dict[str, Any]]:
-        """The model arguments of each call of ``stage``, its stop sequences as ``"stop"``."""
-        return [args for s, args in self._arguments if s == stage]
+    def arguments(self, stage: str | None = None) -> list[dict[str, Any]]:
+        """The model arguments of each call of ``stage`` (None: of every call), its stop
+        sequences as ``"stop"``."""
+        return [args for s, args in self._arguments if stage in (None, s)]
 
-    def kwargs_for(self, stage: str) -> list[dict[str, Any]]:
-        """The model arguments of each call of ``stage`` besides the stop sequences."""
+    def kwargs_for(self, stage: str | None = None) -> list[dict[str, Any]]:
+        """The model arguments of each call of ``stage`` (None: of every call) besides the stop
+        sequences."""
         return [{k: v for k, v in args.items() if k != "stop"} for args in self.arguments(stage)]
 
     def _record(

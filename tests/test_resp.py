@@ -10,14 +10,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import Field, PrivateAttr
+from pydantic import PrivateAttr
 
 from noterag.context import ReSPContext
 from noterag.errors import ConfigError
 from noterag.graphs import resp
 from noterag.nodes.parsing import parse_sub_question, parse_yes_no, until_done
 from noterag.prompts import resp as resp_prompts
-from scripted import KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    KeywordRetriever,
+    RecordingRetriever,
+    RendezvousModel,
+    ScriptedModel,
+    invoke_by,
+    passages,
+)
 
 QUESTION = "Which river flows through the birthplace of the composer of the Harrowdale Suite?"
 CORPUS = passages(
@@ -46,14 +53,6 @@ def script(**overrides: Any) -> dict[str, Any]:
         "answer": "the Serrow",
     }
     return base | overrides
-
-
-class RecordingRetriever(KeywordRetriever):
-    queries: list[tuple[str, int | None]] = Field(default_factory=list)
-
-    def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None):
-        self.queries.append((query, k))
-        return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
 
 
 def graph(model: ScriptedModel, retriever: Any = None) -> Any:
@@ -172,47 +171,34 @@ def test_an_empty_plan_stops_the_loop():
 # --- the dual summaries run concurrently -------------------------------------------------------
 
 
-class RendezvousModel(ScriptedModel):
+class SummariesRendezvous(RendezvousModel):
     """Every local summary, and every global summary after the first, waits until the other
-    summary of its iteration has started: run one after the other, they break the barrier (the
-    run fails after the timeout) instead of hanging."""
+    summary of its iteration has started (``meet(2, *SUMMARIES)``): run one after the other,
+    they break the barrier (the run fails after the timeout) instead of hanging."""
 
-    # mutable, so that the non-streaming copies the graph makes of a model share them
-    _barrier: threading.Barrier = PrivateAttr(
-        default_factory=lambda: threading.Barrier(2, timeout=10)
-    )
     _globals: list[str] = PrivateAttr(default_factory=list)
 
-    def _generate(
-        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> Any:
-        stage = (run_manager.metadata or {}).get("noterag_stage") if run_manager else None
-        if stage in SUMMARIES:
-            with self._lock:
-                first_global = stage == "global_summary" and not self._globals
-                if stage == "global_summary":
-                    self._globals.append(stage)
-            if not first_global:
-                self._barrier.wait()
-        return super()._generate(messages, stop, run_manager, **kwargs)
+    def barrier_for(self, stage: str) -> threading.Barrier | None:
+        with self._lock:
+            first_global = stage == "global_summary" and not self._globals
+            if stage == "global_summary":
+                self._globals.append(stage)
+        return None if first_global else super().barrier_for(stage)
 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
 def test_the_two_summaries_of_an_iteration_overlap(mode: str):
-    model = RendezvousModel(script=script())
-    g = graph(model)
-    if mode == "invoke":
-        out = g.invoke({"question": QUESTION})
-    else:
-        out = asyncio.run(g.ainvoke({"question": QUESTION}))
+    model = SummariesRendezvous(script=script())
+    barrier = model.meet(2, *SUMMARIES)
+    out = invoke_by(mode, graph(model), {"question": QUESTION})
     assert out["steps"] == 3 and len(model._globals) == 3
-    assert not model._barrier.broken
+    assert not barrier.broken
 
 
 def test_summaries_run_sequentially_would_break_the_barrier():
     # the rendezvous model really detects sequential calls: the first lone wait times out
-    model = RendezvousModel(script=script())
-    model._barrier = threading.Barrier(2, timeout=0.2)
+    model = SummariesRendezvous(script=script())
+    model.meet(2, *SUMMARIES, timeout=0.2)
     model._globals.append("global_summary")
     with pytest.raises(threading.BrokenBarrierError):
         model.invoke("x", config={"metadata": {"noterag_stage": "global_summary"}})

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import PrivateAttr
 
 import noterag
 from noterag.errors import ConfigError
@@ -29,7 +26,14 @@ from noterag.graphs import self_rag
 from noterag.nodes.parsing import count_fallbacks
 from noterag.nodes.self_rag import Token, critique, read_tokens, retrieve_score, short_form
 from noterag.prompts import self_rag as self_rag_prompts
-from scripted import KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    KeywordRetriever,
+    RendezvousModel,
+    ScriptedModel,
+    invoke_by,
+    passages,
+    usage,
+)
 
 QUESTION = "In which year was the architect of the Velmora Bridge born?"
 ROWS = [
@@ -80,23 +84,15 @@ def gen(*tokens: tuple[str, float] | tuple[str, float, dict[str, float]]) -> Gen
 class LogprobModel(ScriptedModel):
     """ScriptedModel whose script entries may be ``Generation``s: the reply then carries
     ``response_metadata["logprobs"]`` when the call asks for ``logprobs`` (a plain string
-    reply carries none, as a model without log-probabilities). Records each call's kwargs."""
+    reply carries none, as a model without log-probabilities). (ScriptedModel records each
+    call's kwargs: ``kwargs_for``.)"""
 
     extra_body: dict[str, Any] | None = None
-    _kwargs: list[tuple[str, dict[str, Any]]] = PrivateAttr(default_factory=list)
 
     def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
     ) -> ChatResult:
-        stage = (run_manager.metadata or {}).get("noterag_stage", "?") if run_manager else "?"
-        prompt = str(messages[-1].content)
-        with self._lock:
-            self._calls.append((stage, prompt))
-            self._kwargs.append((stage, kwargs))
+        stage, prompt = self._record(messages, stop, run_manager, kwargs)
         entry = self._reply(stage, prompt)
         if isinstance(entry, Generation):
             text = entry.text
@@ -107,16 +103,8 @@ class LogprobModel(ScriptedModel):
             )
         else:
             text, info = entry, {}
-        usage = {
-            "input_tokens": len(prompt.split()),
-            "output_tokens": max(len(text.split()), 1),
-            "total_tokens": len(prompt.split()) + max(len(text.split()), 1),
-        }
-        message = AIMessage(text, usage_metadata=usage)
+        message = AIMessage(text, usage_metadata=usage(prompt, text, least=1))
         return ChatResult(generations=[ChatGeneration(message=message, generation_info=info)])
-
-    def kwargs_for(self, stage: str) -> list[dict[str, Any]]:
-        return [k for s, k in self._kwargs if s == stage]
 
 
 # --- the hand-worked example ------------------------------------------------------------------------
@@ -304,7 +292,7 @@ def test_a_listing_cut_short_counts_the_unlisted_tokens_as_exp_minus_100():
     out = run(model, top_logprobs=1)
     assert out["segments"][0]["relevance"] == pytest.approx(1.0)
     assert out["segments"][0]["support"] == pytest.approx(1.0)  # FS alone
-    assert {k["top_logprobs"] for _, k in model._kwargs} == {1}
+    assert {k["top_logprobs"] for k in model.kwargs_for()} == {1}
 
 
 def test_a_generation_without_relevance_tokens_first_takes_the_fallback():
@@ -441,10 +429,7 @@ def one_line_error(model: ScriptedModel, match: str, **context: Any) -> str:
     for call in ("invoke", "ainvoke"):
         g = graph(model)
         with pytest.raises(ConfigError, match=match) as raised:
-            if call == "invoke":
-                g.invoke({"question": QUESTION}, context=context or None)
-            else:
-                asyncio.run(g.ainvoke({"question": QUESTION}, context=context or None))
+            invoke_by(call, g, {"question": QUESTION}, context=context or None)
         assert "\n" not in str(raised.value)
     return str(raised.value)
 
@@ -553,7 +538,7 @@ def test_run_settings_reach_the_calls():
     assert {k["max_tokens"] for k in model.kwargs_for("generate")} == {40}
     model = LogprobModel(script=script())
     run(model, skip_special_tokens=None)
-    assert all("extra_body" not in k for _, k in model._kwargs)
+    assert all("extra_body" not in k for k in model.kwargs_for())
 
 
 def test_a_prompt_override_reaches_the_calls():
@@ -672,33 +657,19 @@ def test_stream_reports_each_decision_and_the_answer_once():
     assert [(m.content, meta["langgraph_node"]) for m, meta in messages] == [("1871", "answer")]
 
 
-class RendezvousModel(LogprobModel):
-    """The per-passage generations wait for each other: sent one after the other, the first
-    waits alone and the barrier breaks (after the timeout) instead of hanging."""
-
-    _barrier: threading.Barrier = PrivateAttr(
-        default_factory=lambda: threading.Barrier(3, timeout=10)
-    )
-
-    def _generate(
-        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> Any:
-        stage = (run_manager.metadata or {}).get("noterag_stage") if run_manager else None
-        if stage == "generate":
-            self._barrier.wait()
-        return super()._generate(messages, stop, run_manager, **kwargs)
+class LogprobRendezvous(RendezvousModel, LogprobModel):
+    """A LogprobModel whose calls of a stage can wait for each other (``meet``)."""
 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
 def test_the_per_passage_generations_run_concurrently(mode: str):
-    model = RendezvousModel(script=script())
-    g = graph(model)
-    if mode == "invoke":
-        out = g.invoke({"question": QUESTION})
-    else:
-        out = asyncio.run(g.ainvoke({"question": QUESTION}))
+    model = LogprobRendezvous(script=script())
+    # the three per-passage generations: sent one after the other, the first waits alone and
+    # the barrier breaks (after the timeout) instead of hanging
+    barrier = model.meet(3, "generate")
+    out = invoke_by(mode, graph(model), {"question": QUESTION})
     assert out["answer"] == "1871" and len(model.calls) == 4
-    assert not model._barrier.broken
+    assert not barrier.broken
 
 
 def test_async_run_gives_the_same_result():
@@ -738,11 +709,7 @@ ANSWER = "Aurelio Fenwick was born in 1871"
 def test_contract_checks_pass_with_a_selfrag_shaped_double(call: str):
     model = SelfRAGScripted(default="ok")
     g = noterag.build_graph("self-rag", model=model, retriever=KeywordRetriever(passages=CORPUS))
-    out = (
-        g.invoke({"question": QUESTION})
-        if call == "invoke"
-        else asyncio.run(g.ainvoke({"question": QUESTION}))
-    )
+    out = invoke_by(call, g, {"question": QUESTION})
     assert out["answer"] == "ok"
     assert out["llm_calls"] == len(model.calls) >= 1
     assert out["prompt_tokens"] > 0 and out["completion_tokens"] > 0
