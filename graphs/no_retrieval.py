@@ -7,24 +7,17 @@
 
 from __future__ import annotations
 
-from noterag.context import BaselineContext
-from noterag.graphs.single_pass import wiring
+from noterag.graphs.single_pass import declare
 from noterag.prompts import baselines
-from noterag.spec import MethodSpec, server_graph
-from noterag.state import BaselineOutput, BaselineState
+from noterag.spec import server_graph
 
-SPEC = MethodSpec(
+SPEC = declare(
     name="no-retrieval",
     title="No retrieval",
     summary="the question alone in the answer prompt, one call (closed book)",
-    context=BaselineContext,
-    state=BaselineState,
-    output=BaselineOutput,
-    roles=("answer",),
-    prompts={"paper": baselines.NO_RETRIEVAL, "official": baselines.NO_RETRIEVAL},
-    wire=wiring(()),
+    steps=(),
+    prompts=baselines.NO_RETRIEVAL,
     trace_view="none",
-    official_code="adaptive-note",  # the run's official_code setting chooses
 )
 
 build = SPEC.build

@@ -1,6 +1,9 @@
 """The baselines' shape: the question step, a fixed sequence of steps once each, the answer.
 
     question -> [retrieve] -> stop_check (single pass) -> answer
+
+Vanilla RAG and no retrieval are this shape (graphs/vanilla.py, no_retrieval.py), declared
+alike by ``declare``; this module declares no method.
 """
 
 from __future__ import annotations
@@ -10,10 +13,12 @@ from typing import Any
 
 from langgraph.graph import END, StateGraph
 
+from noterag.context import BaselineContext
 from noterag.nodes.answer import answer
 from noterag.nodes.step import node
 from noterag.nodes.stops import single_pass, stop_check
-from noterag.spec import Deps
+from noterag.spec import Deps, MethodSpec
+from noterag.state import BaselineOutput, BaselineState
 
 
 def single_pass_trace(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -50,3 +55,31 @@ def wiring(steps: Sequence[Callable[..., Any]]) -> Callable[[StateGraph, Deps], 
         graph.add_edge("answer", END)
 
     return wire
+
+
+def declare(
+    *,
+    name: str,
+    title: str,
+    summary: str,
+    steps: Sequence[Callable[..., Any]],
+    prompts: Any,
+    trace_view: str,
+) -> MethodSpec:
+    """A single-pass baseline's ``MethodSpec``: the baselines' settings and schemas, one model
+    role (the answer), ``wiring(steps)``, and ``prompts`` for both profiles: the papers print no
+    baseline prompts, so both send the official files (their passage formats differ;
+    noterag.profiles), and the run's official_code setting chooses whose."""
+    return MethodSpec(
+        name=name,
+        title=title,
+        summary=summary,
+        context=BaselineContext,
+        state=BaselineState,
+        output=BaselineOutput,
+        roles=("answer",),
+        prompts={"paper": prompts, "official": prompts},
+        wire=wiring(steps),
+        trace_view=trace_view,
+        official_code="adaptive-note",
+    )

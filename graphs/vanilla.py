@@ -7,27 +7,18 @@ number of distinct passages the compared method read):
 
 from __future__ import annotations
 
-from noterag.context import BaselineContext
-from noterag.graphs.single_pass import wiring
+from noterag.graphs.single_pass import declare
 from noterag.nodes.retrieve import retrieve
 from noterag.prompts import baselines
-from noterag.spec import MethodSpec, server_graph
-from noterag.state import BaselineOutput, BaselineState
+from noterag.spec import server_graph
 
-SPEC = MethodSpec(
+SPEC = declare(
     name="vanilla",
     title="Vanilla RAG",
     summary="top-k passages in the answer prompt, one call (the papers' single-round baseline)",
-    context=BaselineContext,
-    state=BaselineState,
-    output=BaselineOutput,
-    roles=("answer",),
-    # the papers print no baseline prompts: both profiles send the official files (their
-    # passage formats differ; noterag.profiles)
-    prompts={"paper": baselines.VANILLA, "official": baselines.VANILLA},
-    wire=wiring((retrieve,)),
+    steps=(retrieve,),
+    prompts=baselines.VANILLA,
     trace_view="single",
-    official_code="adaptive-note",  # the run's official_code setting chooses
 )
 
 build = SPEC.build
