@@ -25,18 +25,23 @@ token, default 100 ms + 2 ms/token). Printed per method:
 Then the orchestration's CPU floor, without HTTP: DeepNote through a scripted model and a
 keyword retriever (tests/scripted.py) against a bare LangGraph loop that makes the same model
 calls (same prompts, same stage metadata) and the same retrievals through the same model and
-retriever, one graph step per call, under ``ainvoke`` as the eval runner does. Printed: CPU ms
-per model call of both and their ratio (noterag's own orchestration on top of LangGraph's;
-target <= 1.15x).
+retriever, one graph step per call or search, under ``ainvoke`` as the eval runner does; and
+against the same loop taking the graph steps DeepNote's nodes took (20 a question: the question,
+the stop checks and steps that made no call included), each making that node's calls. Printed:
+CPU ms per model call of the three and the ratios: to the first, noterag's orchestration on
+top of a minimal LangGraph loop (target <= 1.15x); to the second, what noterag adds on top of
+LangGraph's own cost of the same graph steps. The sides are timed in turn question by question
+(a busy machine slows them alike), the median of ``--floor-rounds`` rounds.
 
     python bench/orchestration.py [--questions 5] [--base-ms 100] [--per-token-ms 2] [--json out.json]
-    python bench/orchestration.py --floor-only [--floor-questions 200]
+    python bench/orchestration.py --floor-only [--floor-questions 200] [--floor-rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import time
 from collections import Counter
@@ -208,22 +213,29 @@ async def bench_method(method: str, sim: SimProcess, questions: list[str]) -> di
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
-def _floor_parts() -> tuple[Any, Any, list[Any]]:
+def _floor_parts() -> tuple[Any, Any, list[Any], list[Any]]:
     """A scripted model and a keyword retriever that log, in order, every model call
-    (stage, prompt) and every search (query, k) they serve."""
+    (stage, prompt) and every search (query, k) they serve, and beside each the graph step
+    (``langgraph_step``) it was made in."""
     from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
 
     log: list[Any] = []
+    steps: list[Any] = []
+
+    def step_of(run_manager: Any) -> Any:
+        return (run_manager.metadata or {}).get("langgraph_step") if run_manager else None
 
     class LoggingModel(ScriptedModel):
         def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
             stage = (run_manager.metadata or {}).get("noterag_stage", "?") if run_manager else "?"
             log.append(("ask", stage, str(messages[-1].content)))
+            steps.append(step_of(run_manager))
             return super()._generate(messages, stop, run_manager, **kw)
 
     class LoggingRetriever(KeywordRetriever):
         def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None) -> Any:
             log.append(("search", query, k))
+            steps.append(step_of(run_manager))
             return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
 
         # Async as a real index is (no executor thread hop per search, in either graph).
@@ -233,12 +245,17 @@ def _floor_parts() -> tuple[Any, Any, list[Any]]:
     # Fixed replies (no list consumed in order), so that every run of a question makes the same
     # calls: the review accepts each note, so DeepNote runs its max_steps.
     script = {k: v[0] if isinstance(v, list) else v for k, v in velmora_script().items()}
-    return LoggingModel(script=script), LoggingRetriever(passages=passages(*VELMORA_ROWS)), log
+    model = LoggingModel(script=script)
+    return model, LoggingRetriever(passages=passages(*VELMORA_ROWS)), log, steps
 
 
 def bare_loop(model: Any, retriever: Any) -> Any:
-    """The framework's floor: a StateGraph whose one node makes the next call of ``plan`` (a
-    model call with its stage metadata, or a search) and loops until the plan is done."""
+    """The framework's floor: a StateGraph whose one node makes the effects of the next step of
+    ``plan`` (model calls with their stage metadata, searches; several searches of one step
+    concurrently, as a step that fuses several queries does) and loops until the plan is done.
+
+    Its router is async: LangGraph runs a sync router (``lambda s: ...``) in a worker thread
+    under ``ainvoke``, a thread hop per step that noterag's own routers do not make either."""
     from langgraph.graph import END, START, StateGraph
     from typing_extensions import TypedDict
 
@@ -247,63 +264,128 @@ def bare_loop(model: Any, retriever: Any) -> Any:
         i: int
         replies: list[str]
 
-    async def step(state: State) -> dict[str, Any]:
-        kind, first, second = state["plan"][state["i"]]
+    async def effect(kind: str, first: Any, second: Any) -> str:
         if kind == "ask":
             config = {"run_name": first, "tags": ["nostream"], "metadata": {"noterag_stage": first}}
-            reply = (await model.ainvoke(second, config=config)).content
+            return (await model.ainvoke(second, config=config)).content
+        return str(len(await retriever.ainvoke(first, k=second)))
+
+    async def step(state: State) -> dict[str, Any]:
+        effects = state["plan"][state["i"]]
+        if len(effects) > 1 and all(kind == "search" for kind, _, _ in effects):
+            replies = list(await asyncio.gather(*(effect(*e) for e in effects)))
         else:
-            reply = str(len(await retriever.ainvoke(first, k=second)))
-        return {"i": state["i"] + 1, "replies": [*state["replies"], reply]}
+            replies = [await effect(*e) for e in effects]
+        return {"i": state["i"] + 1, "replies": [*state["replies"], *replies]}
+
+    async def route(state: Any) -> str:
+        return "step" if state["i"] < len(state["plan"]) else END
 
     graph = StateGraph(State)
     graph.add_node("step", step)
     graph.add_edge(START, "step")
-    graph.add_conditional_edges("step", lambda s: "step" if s["i"] < len(s["plan"]) else END)
+    graph.add_conditional_edges("step", route)
     return graph.compile()
 
 
-async def bench_floor(questions: list[str], method: str = "deepnote") -> dict[str, Any]:
-    """CPU per model call of ``method`` and of the bare loop replaying its calls."""
-    model, retriever, log = _floor_parts()
+async def _task_steps(graph: Any, question: str) -> list[int]:
+    """The graph steps of one run of ``question``, one per node run (``stream_mode="debug"``)."""
+    found = [
+        event["step"]
+        async for event in graph.astream({"question": question}, stream_mode="debug")
+        if event["type"] == "task"
+    ]
+    assert len(found) == len(set(found)), "a step ran several nodes: the replay would merge them"
+    return found
+
+
+async def _cpu(run: Any, inputs: list[Any]) -> float:
+    """CPU seconds of ``run`` over ``inputs``, one after the other."""
+    cpu0 = time.process_time()
+    for value in inputs:
+        await run(value)
+    return time.process_time() - cpu0
+
+
+async def bench_floor(
+    questions: list[str], method: str = "deepnote", rounds: int = 3
+) -> dict[str, Any]:
+    """CPU per model call of ``method`` and of the bare loop replaying its calls: one graph step
+    per call or search ("bare loop"), and in the same graph steps as the method's nodes ran
+    them, a step with no call included ("same-steps loop": what noterag adds on top of
+    LangGraph's cost of the same graph steps). The three are timed in turn, question by
+    question, ``rounds`` times over the questions; each figure is the median of its rounds (a
+    busy machine slows some rounds)."""
+    model, retriever, log, where = _floor_parts()
     graph = noterag.build_graph(method, model=model, retriever=retriever)
-    plans = []
     for question in questions[:2]:  # warm-up: imports, caches
         await graph.ainvoke({"question": question})
     log.clear()
-    cpu0 = time.process_time()
-    for question in questions:
-        start = len(log)
+    where.clear()
+    starts: list[int] = []
+    for question in questions:  # the calls each run makes, and in which graph step
+        starts.append(len(log))
         await graph.ainvoke({"question": question})
-        plans.append(log[start:])
-    method_cpu = time.process_time() - cpu0
-    calls = sum(1 for entry in log if entry[0] == "ask")
-    searches = len(log) - calls
+    entries = list(zip(log, where, strict=True))
+    runs = [entries[a:b] for a, b in zip(starts, [*starts[1:], len(entries)], strict=True)]
+    # one untimed run per distinct question: the steps it takes (each run of a question takes
+    # the same ones, the replies being fixed; the replays check the calls)
+    task_steps = {q: await _task_steps(graph, q) for q in dict.fromkeys(questions)}
+    per_call = [[[entry] for entry, _ in run] for run in runs]
+    same_steps = [
+        [[entry for entry, step in run if step == s] for s in task_steps[question]]
+        for question, run in zip(questions, runs, strict=True)
+    ]
+    expected = [entry for entry, _ in entries]
+    assert [e for plan in same_steps for step in plan for e in step] == expected, (
+        "a call was made outside the steps the run took"
+    )
+    calls = sum(1 for entry in expected if entry[0] == "ask")
     loop = bare_loop(model, retriever)
-    for plan in plans[:2]:
-        await loop.ainvoke({"plan": plan, "i": 0, "replies": []})
-    log.clear()
-    cpu0 = time.process_time()
-    for plan in plans:
+
+    async def ask(question: str) -> None:
+        await graph.ainvoke({"question": question})
+
+    async def replay(plan: list[Any]) -> None:
         await loop.ainvoke({"plan": plan, "i": 0, "replies": []}, {"recursion_limit": 10_000})
-    loop_cpu = time.process_time() - cpu0
-    assert log == [e for plan in plans for e in plan], "the bare loop made other calls"
+
+    for plan in [*per_call[:2], *same_steps[:2]]:  # warm-up
+        await replay(plan)
+    # Timed in turn question by question, so that the three sides share the machine's load.
+    cpu: dict[str, list[float]] = {"method": [], "loop": [], "steps": []}
+    for r in range(rounds):
+        spent = dict.fromkeys(cpu, 0.0)
+        log.clear()
+        for i, question in enumerate(questions):
+            spent["method"] += await _cpu(ask, [question])
+            spent["loop"] += await _cpu(replay, [per_call[i]])
+            spent["steps"] += await _cpu(replay, [same_steps[i]])
+        for key, value in spent.items():
+            cpu[key].append(value)
+        assert log == [e for run in runs for _ in range(3) for e, _ in run], (
+            f"round {r + 1}: a side made other calls"
+        )
+    method_cpu, loop_cpu, steps_cpu = (statistics.median(cpu[k]) for k in ("method", "loop", "steps"))
     return {
         "method": method,
         "questions": len(questions),
+        "rounds": rounds,
         "calls": calls / len(questions),
-        "searches": searches / len(questions),
+        "searches": (len(expected) - calls) / len(questions),
+        "graph_steps": sum(len(p) for p in same_steps) / len(questions),
         "method_ms_per_call": 1000 * method_cpu / calls,
         "loop_ms_per_call": 1000 * loop_cpu / calls,
         "ratio": method_cpu / loop_cpu,
+        "steps_loop_ms_per_call": 1000 * steps_cpu / calls,
+        "steps_ratio": method_cpu / steps_cpu,
     }
 
 
 def print_floor(floor: dict[str, Any]) -> None:
     print(
         f"\nOrchestration CPU floor (no HTTP: scripted model, keyword retriever; "
-        f"{floor['questions']} questions, {floor['calls']:.0f} model calls and "
-        f"{floor['searches']:.0f} searches each)"
+        f"{floor['questions']} questions, {floor['calls']:.1f} model calls and "
+        f"{floor['searches']:.1f} searches each; median of {floor['rounds']} rounds)"
     )
     print_table(
         [floor],
@@ -312,7 +394,14 @@ def print_floor(floor: dict[str, Any]) -> None:
             ("method_ms_per_call", "noterag CPU ms/call", ".3f"),
             ("loop_ms_per_call", "bare loop CPU ms/call", ".3f"),
             ("ratio", "ratio", ".2f"),
+            ("steps_loop_ms_per_call", "same-steps loop ms/call", ".3f"),
+            ("steps_ratio", "ratio", ".2f"),
         ],
+    )
+    print(
+        f"bare loop: one graph step per call or search ({floor['calls'] + floor['searches']:.1f} "
+        f"a question); same-steps loop: the {floor['graph_steps']:.0f} graph steps the method's "
+        "nodes ran, each making that node's calls"
     )
     print("target: ratio <= 1.15x")
 
@@ -328,11 +417,12 @@ def main() -> None:
     parser.add_argument("--methods", default="adaptive-note,deepnote,amber,resp,no-retrieval,vanilla")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--floor-questions", type=int, default=200)
+    parser.add_argument("--floor-rounds", type=int, default=3, help="timings of each side (median)")
     parser.add_argument("--floor-only", action="store_true", help="only the no-HTTP CPU floor")
     args = parser.parse_args()
     questions = [q["question"] for q in sample_questions()]
     floor_questions = [questions[i % len(questions)] for i in range(args.floor_questions)]
-    floor = asyncio.run(bench_floor(floor_questions))
+    floor = asyncio.run(bench_floor(floor_questions, rounds=args.floor_rounds))
     if args.floor_only:
         print_floor(floor)
         print(f"wrote {write_results('orchestration_floor', [floor], args.json)}")
