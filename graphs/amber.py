@@ -51,7 +51,7 @@ from noterag.nodes.amber import (
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import accumulate, refine_query
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.step import node
+from noterag.nodes.step import node, on_loop
 from noterag.nodes.stops import amber_stop, stop_check
 from noterag.profiles import AMBER_PAPER
 from noterag.prompts import amber as prompts
@@ -87,7 +87,7 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "chunk_filter")
     graph.add_edge("chunk_filter", "sentence_filter")
-    graph.add_conditional_edges("sentence_filter", draft)
+    graph.add_conditional_edges("sentence_filter", on_loop(draft, trace=True))
     graph.add_edge("init_memory", "reviewer")
     graph.add_edge("accumulate", "reviewer")
     graph.add_edge("reviewer", "challenger")

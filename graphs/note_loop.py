@@ -16,7 +16,7 @@ from langgraph.graph import END, StateGraph
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import accumulate, init_note, refine_query, review
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.step import node
+from noterag.nodes.step import node, on_loop
 from noterag.nodes.stops import stop_check, threshold_stop
 from noterag.spec import Deps
 from noterag.state import NoteState
@@ -36,7 +36,7 @@ def wire(graph: StateGraph, deps: Deps) -> None:
         destinations=("refine_query", "answer"),
     )
     graph.add_edge("question", "retrieve")
-    graph.add_conditional_edges("retrieve", after_retrieve)
+    graph.add_conditional_edges("retrieve", on_loop(after_retrieve, trace=True))
     graph.add_edge("init_note", "stop_check")
     graph.add_edge("refine_query", "retrieve")
     graph.add_edge("accumulate", "review")

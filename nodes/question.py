@@ -5,15 +5,16 @@ A plain node (no model call, no search), so a run without a question fails befor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable
 from langgraph.types import Overwrite
 
 from noterag.context import check_question_size
 from noterag.errors import ConfigError
-from noterag.nodes.step import reply_text
+from noterag.nodes.step import on_loop, reply_text
 from noterag.state import QuestionInput
 
 # What a caller sends: all that a fresh run's state holds when this step runs.
@@ -41,15 +42,16 @@ def fresh_values(state_schema: type) -> dict[str, Any]:
     return fresh
 
 
-def question_step(state_schema: type) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """The ``question`` step of a graph whose state is ``state_schema``."""
+def question_step(state_schema: type) -> Runnable:
+    """The ``question`` step of a graph whose state is ``state_schema`` (it computes only: run
+    on the event loop under ainvoke, see ``on_loop``)."""
     fresh = fresh_values(state_schema)
 
     def question(state: dict[str, Any]) -> dict[str, Any]:
         return ask(state, fresh)
 
     question.__doc__ = ask.__doc__
-    return question
+    return on_loop(question)
 
 
 def ask(state: dict[str, Any], fresh: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ a step is written", is the one page about this design.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,7 @@ from langchain_core.runnables.config import get_executor_for_config, run_in_exec
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.runtime import Runtime
 
-from noterag.context import resolve_context
+from noterag.context import RunContext, resolve_context
 from noterag.nodes.parsing import count_fallbacks, fell_back
 from noterag.profiles import Profile
 from noterag.spec import Deps, override_prompts
@@ -198,11 +199,36 @@ def _ask_config(ask: Ask) -> RunnableConfig:
     }
 
 
+# (schema, id of the context given) -> (what was given, a deep copy of it, the resolved context)
+_CONTEXTS: dict[tuple[type, int], tuple[Any, Any, RunContext]] = {}
+_CONTEXTS_KEPT = 64
+
+
+def run_context(schema: type[RunContext], given: Any) -> RunContext:
+    """``resolve_context(schema, given)``, built once per context rather than in every node:
+    every node of a run (and every run of an eval, which passes one dict) is given the same
+    object, and building and checking the dataclass is most of a routing step's own CPU. The
+    object given is kept beside its id (an id reused by a later object cannot hit) with a deep
+    copy of it, so a dict changed in place between runs is resolved anew. Steps only read their
+    context, so one resolved object serves every run given an equal one."""
+    if isinstance(given, schema):
+        return given
+    key = (schema, id(given))
+    cached = _CONTEXTS.get(key)
+    if cached is not None and cached[0] is given and cached[1] == given:
+        return cached[2]
+    ctx = resolve_context(schema, given)  # an invalid context raises here, every time
+    if len(_CONTEXTS) >= _CONTEXTS_KEPT:
+        _CONTEXTS.clear()
+    _CONTEXTS[key] = (given, copy.deepcopy(given), ctx)
+    return ctx
+
+
 def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> Runnable:
     """A graph node running ``step`` with ``deps`` bound, under invoke and ainvoke alike."""
 
     def env_now(state: Mapping[str, Any], runtime: Runtime) -> Env:
-        ctx = resolve_context(deps.context_schema, runtime.context)
+        ctx = run_context(deps.context_schema, runtime.context)
         return Env(ctx=ctx, deps=deps, profile=deps.profile(ctx, state), writer=runtime.stream_writer)
 
     def run_sync(state: dict[str, Any], config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
@@ -268,6 +294,21 @@ def both_ways(func: Callable[..., Any], afunc: Callable[..., Any], *, name: str)
     config merging, and inspect the body's signature on every call.) ``func`` and ``afunc``
     take the same parameters. LangGraph's own prebuilt nodes are built on the same class."""
     return RunnableCallable(func, afunc, name=name, trace=False)
+
+
+def on_loop(func: Callable[..., Any], *, name: str | None = None, trace: bool = False) -> Runnable:
+    """A node or a conditional edge whose body only computes (no I/O: a routing test, a stop
+    rule) as a Runnable that runs the body on the event loop under ainvoke too. LangGraph runs a
+    plain sync function in a worker thread under ainvoke, since it might block: for a body of a
+    few microseconds, that thread hop costs more CPU than the body. ``trace``: open a run of its
+    own, as LangGraph does for a conditional edge's function (True) and not for a node's body
+    (False)."""
+
+    async def afunc(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    # the parameters LangGraph injects (config, runtime) are read from func's signature
+    return RunnableCallable(func, afunc, name=name or func.__name__, trace=trace)
 
 
 async def _asearch(retriever: BaseRetriever, search: Search) -> list[Any]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from noterag.context import resolve_context
+from noterag.nodes.step import on_loop, run_context
 from noterag.profiles import Profile
 from noterag.spec import Deps
 
@@ -81,20 +82,20 @@ def stop_check(
     go_on: str,
     stop: str = "answer",
     record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
-) -> Callable[..., Command]:
+) -> Runnable:
     """The graph step that applies ``rule``: on to ``go_on``, or to ``stop`` with the reason
     recorded in ``stop_reason`` (and ``record(state)``'s update, e.g. a baseline's one trace
     entry). Wire it with ``destinations=(go_on, stop)``."""
 
     def decide(state: Mapping[str, Any], runtime: Runtime) -> Command:
-        ctx = resolve_context(deps.context_schema, runtime.context)
+        ctx = run_context(deps.context_schema, runtime.context)
         why = rule(state, ctx, deps.profile(ctx, state))
         if why:
             return Command(goto=stop, update={"stop_reason": why} | (record(state) if record else {}))
         return Command(goto=go_on)
 
     decide.__name__ = decide.__qualname__ = "stop_check"
-    return decide
+    return on_loop(decide)
 
 
 def sure_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
