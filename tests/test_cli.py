@@ -240,9 +240,22 @@ def test_force_never_replaces_a_directory_that_is_not_an_index(tmp_path: Path) -
 
 
 def test_unknown_model_spec_is_one_error_line(index_dir: Path) -> None:
+    # the line lists every spec form, the in-process Hugging Face model's too
     assert_one_error_line(
-        cli("ask", QUESTION, "--index", str(index_dir), "--model", "gpt9"), "gpt9"
+        cli("ask", QUESTION, "--index", str(index_dir), "--model", "gpt9"),
+        "gpt9",
+        "'openai:<model>'",
+        "'hf:<dir>'",
+        "'local'",
     )
+
+
+def test_the_shared_model_option_names_every_spec_form() -> None:
+    # `align data --model` is the shared option (noterag.cli.options.model_option)
+    text = " ".join(cli("align", "data", "--help").stdout.split())
+    for form in ("'local'", "'openai:NAME'", "'openai:NAME@URL'", "'hf:DIR'"):
+        assert form in text, form
+    assert "The generator: 'local'" in text
 
 
 def test_unreachable_endpoint_names_the_url(index_dir: Path) -> None:

@@ -136,6 +136,7 @@ def test_bad_spec_is_a_config_error_listing_the_forms(spec: object) -> None:
         load_chat_model(spec)  # type: ignore[arg-type]
     message = str(info.value)
     assert "openai:<model>" in message and "'local'" in message
+    assert "'hf:<dir>'" in message  # the in-process Hugging Face model (noterag.models.hf)
     assert "\n" not in message
 
 

@@ -24,8 +24,12 @@ from noterag.cli.local import guard_of
 from noterag.cli.options import (
     FormatOption,
     IndexOption,
+    LimitOption,
     MaxRetriesOption,
+    QuietOption,
+    RetryErrorsOption,
     TimeoutOption,
+    model_option,
     model_settings,
     retriever_spec,
 )
@@ -38,11 +42,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-)
-
-_MODEL_HELP = (
-    "'local', 'openai:NAME', 'openai:NAME@URL' or 'hf:DIR' (as for `ask`). Default: "
-    "$NOTERAG_MODEL, else local."
 )
 
 
@@ -70,12 +69,7 @@ def data_command(
         ),
     ],
     index: IndexOption = None,
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            "--limit", "-n", min=1, help="Only the first N questions.", show_default=False
-        ),
-    ] = None,
+    limit: LimitOption = None,
     concurrency: Annotated[
         int,
         typer.Option(
@@ -85,10 +79,7 @@ def data_command(
             help="Questions built at the same time (each stage's samples are sent together on top).",
         ),
     ] = 1,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", help="The generator: " + _MODEL_HELP, show_default=False),
-    ] = None,
+    model: Annotated[str | None, model_option("The generator")] = None,
     judge_model: Annotated[
         str | None,
         typer.Option(
@@ -123,15 +114,11 @@ def data_command(
     dataset_format: FormatOption = None,
     timeout: TimeoutOption = None,
     max_retries: MaxRetriesOption = None,
-    retry_errors: Annotated[
-        bool, typer.Option("--retry-errors", help="On resume, build the failed questions again.")
-    ] = False,
+    retry_errors: RetryErrorsOption = False,
     force: Annotated[
         bool, typer.Option("--force", help="Start the run directory over, discarding its pairs.")
     ] = False,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress on stderr, only errors.")
-    ] = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Build DNAlign preference pairs: per question, N samples of four stages (answer, note
     initialization, query refinement, knowledge accumulation), scored, best vs. worst."""

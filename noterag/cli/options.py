@@ -90,7 +90,26 @@ def prompt_overrides(method: str, pairs: list[str]) -> dict[str, str]:
     return overrides
 
 
-# Shared by `ask` and `eval`.
+# The model specs every --model takes (noterag.models.load_chat_model), for help texts.
+MODEL_SPECS = (
+    "'local' (SmolLM2-135M served on 127.0.0.1, needs the 'local' extra), 'openai:NAME' (an "
+    "OpenAI-compatible endpoint from OPENAI_BASE_URL / OPENAI_API_KEY), 'openai:NAME@URL' or "
+    "'hf:DIR' (a Hugging Face model run in-process, e.g. one `noterag align train` wrote; needs "
+    "the 'align' extra)"
+)
+
+
+def model_option(role: str = "Chat model") -> Any:
+    """A ``--model`` option taking a model spec; ``role`` says what the model does."""
+    return typer.Option(
+        "--model",
+        help=f"{role}: {MODEL_SPECS}. Default: $NOTERAG_MODEL, else local.",
+        show_default=False,
+    )
+
+
+# Shared by `ask`, `eval` and `align data`.
+ModelOption = Annotated[str | None, model_option()]
 IndexOption = Annotated[
     str | None,
     typer.Option(
@@ -130,6 +149,19 @@ MaxRetriesOption = Annotated[
         "else 2.",
         show_default=False,
     ),
+]
+
+
+# Shared by `eval` and `align data` (a resumable run over a dataset's questions).
+LimitOption = Annotated[
+    int | None,
+    typer.Option("--limit", "-n", min=1, help="Only the first N questions.", show_default=False),
+]
+RetryErrorsOption = Annotated[
+    bool, typer.Option("--retry-errors", help="On resume, run the questions that failed again.")
+]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress on stderr, only errors.")
 ]
 
 

@@ -10,6 +10,8 @@ A spec is one of
 * ``"openai:<model>@<base_url>"``: the same with the base URL inline, e.g.
   ``openai:qwen2.5:7b@http://localhost:11434/v1``;
 * ``"local"``: SmolLM2-135M-Instruct served on 127.0.0.1 (``noterag.models.local_server``);
+* ``"hf:<dir>"``: a Hugging Face causal LM run in-process, e.g. one ``noterag align train``
+  wrote (``noterag.models.hf``; needs the ``align`` extra);
 * ``None``: ``$NOTERAG_MODEL``, default ``"local"``.
 """
 
@@ -32,7 +34,8 @@ from noterag.models.retries import counting_clients
 __all__ = ["ModelSettings", "OpenAICompatibleChat", "aload_chat_model", "load_chat_model"]
 
 _ACCEPTED_SPECS = (
-    "a LangChain chat model object, 'openai:<model>', 'openai:<model>@<base_url>' or 'local'"
+    "a LangChain chat model object, 'openai:<model>', 'openai:<model>@<base_url>', 'hf:<dir>' "
+    "or 'local'"
 )
 _INLINE_URL = re.compile(r"^(?P<model>.+?)@(?P<url>https?://\S+)$")
 # What after a model name's last "@" is a base URL whose scheme was forgotten rather than part
