@@ -10,6 +10,16 @@ JSON), written here on the standard library's sqlite3 so that no extra package i
 in WAL mode so that the worker processes of one run (``--workers``) and parallel shards read
 and write the one file at once.
 
+The key leaves out the model fields that change how a reply is fetched, not what it says
+(``_TRANSPORT``: streaming, timeouts, retries). Besides letting a rerun with another
+``--timeout`` replay, this keeps the key stable: LangChain memoizes a model's serialization
+(``BaseChatModel._serialized``, a ``cached_property``) and pydantic's ``model_copy`` copies the
+memo, so the never-streaming copy noterag makes of a model for its internal calls
+(``Deps.model_for``) has ``disable_streaming`` in its key only if it was copied before the
+model's first call. Which came first depends on which question finished first, so a process
+would store a reply under one key and the next run (or the other worker) look it up under the
+other, and ask the endpoint again.
+
 With sampling (temperature > 0), the cache replays the first sample it stored for a prompt:
 a cached run is a replay of that one, not a new draw.
 
@@ -22,6 +32,7 @@ uncached run's.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -29,6 +40,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +72,30 @@ def count_cache() -> Iterator[CacheCount]:
         yield counter
     finally:
         _COUNT.reset(token)
+
+
+# Model fields (LangChain's constructor kwargs) that change how a reply is fetched, not what
+# it says; left out of the key (module docstring).
+_TRANSPORT = frozenset(
+    {"disable_streaming", "streaming", "request_timeout", "timeout", "max_retries"}
+)
+
+
+@lru_cache(maxsize=256)
+def reply_key(llm_string: str) -> str:
+    """LangChain's ``llm_string`` (the model's serialization as JSON, ``---``, the call's
+    parameters) without the ``_TRANSPORT`` fields; a model without them keeps LangChain's own
+    key, and so does a model LangChain cannot serialize (its key is not JSON)."""
+    try:
+        serialized, end = json.JSONDecoder().raw_decode(llm_string)
+    except ValueError:
+        return llm_string
+    kwargs = serialized.get("kwargs") if isinstance(serialized, dict) else None
+    if not isinstance(kwargs, dict) or not _TRANSPORT & kwargs.keys():
+        return llm_string
+    kept = {key: value for key, value in kwargs.items() if key not in _TRANSPORT}
+    # sort_keys, as LangChain writes it (_get_llm_string)
+    return json.dumps(serialized | {"kwargs": kept}, sort_keys=True) + llm_string[end:]
 
 
 def _tokens(generations: Sequence[Any]) -> int:
@@ -105,7 +141,7 @@ class SQLiteLLMCache(BaseCache):
             self._connection()
             .execute(
                 "SELECT response FROM full_llm_cache WHERE prompt = ? AND llm = ? ORDER BY idx",
-                (prompt, llm_string),
+                (prompt, reply_key(llm_string)),
             )
             .fetchall()
         )
@@ -125,13 +161,13 @@ class SQLiteLLMCache(BaseCache):
         return generations
 
     def update(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
-        connection = self._connection()
+        connection, llm = self._connection(), reply_key(llm_string)
         with connection:  # one transaction: a reader sees all generations or none
             connection.execute("BEGIN IMMEDIATE")
             connection.executemany(
                 "INSERT OR REPLACE INTO full_llm_cache (prompt, llm, idx, response) "
                 "VALUES (?, ?, ?, ?)",
-                [(prompt, llm_string, i, dumps(gen)) for i, gen in enumerate(return_val)],
+                [(prompt, llm, i, dumps(gen)) for i, gen in enumerate(return_val)],
             )
 
     def clear(self, **kwargs: Any) -> None:
@@ -154,4 +190,7 @@ def with_cache(model: Any, cache: BaseCache) -> Any:
     as it was)."""
     if not hasattr(model, "cache"):
         raise ConfigError(f"--cache needs a LangChain chat model, not {type(model).__name__}")
-    return model.model_copy(update={"cache": cache})
+    copy = model.model_copy(update={"cache": cache})
+    # model_copy keeps LangChain's memoized serialization of the original (module docstring)
+    copy.__dict__.pop("_serialized", None)
+    return copy
