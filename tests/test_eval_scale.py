@@ -197,14 +197,13 @@ def test_shards_are_stable_disjoint_and_covering() -> None:
             parse_shard(bad)
 
 
-def _shards(tmp_path: Path, data: Path, model: Any, n: int, **overrides: Any) -> list[Path]:
+def _shards(tmp_path: Path, data: Path, model: Any, n: int, **kwargs: Any) -> list[Path]:
     dirs = []
     for i in range(1, n + 1):
         out = tmp_path / f"shard{i}"
-        kwargs = {"context": CONTEXT} | overrides.get(i, {})
         run_eval(
             "deepnote", data, out, model=model, model_label="scripted", index=_retriever(),
-            concurrency=3, progress=False, shard=f"{i}/{n}", **kwargs,
+            concurrency=3, progress=False, shard=f"{i}/{n}", context=CONTEXT, **kwargs,
         )  # fmt: skip
         dirs.append(out)
     return dirs
@@ -315,7 +314,11 @@ def test_the_cache_key_leaves_out_how_a_reply_is_fetched_not_what_it_says() -> N
     from noterag.models import load_chat_model
 
     model = load_chat_model("openai:sim@http://127.0.0.1:9/v1")
-    transport = ({}, {"request_timeout": 5.0, "max_retries": 0}, {"disable_streaming": True})
+    transport: tuple[dict[str, Any], ...] = (
+        {},
+        {"request_timeout": 5.0, "max_retries": 0},
+        {"disable_streaming": True},
+    )
     keys = {reply_key(model.model_copy(update=u)._get_llm_string()) for u in transport}
     assert len(keys) == 1
     for other in ({"temperature": 0.9}, {"model_name": "other"}):
@@ -342,7 +345,7 @@ def test_a_cached_second_run_makes_no_request_and_gives_the_same_rows(tmp_path: 
             runs.append((len(sim.records) - before, summary))
     finally:
         server.shutdown()
-    (first_requests, first), (second_requests, second), (third_requests, _) = runs
+    (first_requests, first), (second_requests, second), (third_requests, third) = runs
     assert first_requests > 0
     assert second_requests == third_requests == 0
     # The first run asks the endpoint for every prompt it had not seen (a prompt repeated
@@ -353,6 +356,7 @@ def test_a_cached_second_run_makes_no_request_and_gives_the_same_rows(tmp_path: 
     assert second["cache"]["calls_from_endpoint"] == second["cache"]["tokens_from_endpoint"] == 0
     tokens = first["cache"]["tokens_from_cache"] + first["cache"]["tokens_from_endpoint"]
     assert second["cache"]["tokens_from_cache"] == tokens > 0
+    assert third["cache"] == second["cache"]  # counted in the workers as in one process
 
     def stable(name: str) -> dict[str, Any]:
         volatile = ("cache_calls", "cache_tokens")
@@ -364,3 +368,94 @@ def test_a_cached_second_run_makes_no_request_and_gives_the_same_rows(tmp_path: 
     assert stable("first") == stable("second") == stable("third")
     rows = _complete_rows(tmp_path / "second" / "results.jsonl")
     assert all(row["cache_calls"] == row["llm_calls"] for row in rows)
+
+
+def _cache_summary(run_dir: Path) -> dict[str, int]:
+    written = json.loads((run_dir / "summary.json").read_text())
+    assert written == json.loads(json.dumps(compute_summary(run_dir)))  # one computation
+    return written["cache"]
+
+
+def test_merged_shards_add_up_the_cache_counts_of_their_shards(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "q.jsonl", n=N_QUESTIONS)
+    model = _crash_model(tmp_path).make_model()
+    cache = tmp_path / "cache.sqlite"
+    # shard 1's prompts asked once before: its shard answers from the cache, shard 2 does not
+    run_eval(
+        "deepnote", data, tmp_path / "warm", model=model, model_label="scripted",
+        index=_retriever(), progress=False, shard="1/2", context=CONTEXT, cache=cache,
+    )  # fmt: skip
+    dirs = _shards(tmp_path, data, model, 2, cache=cache)
+    one, two = (_cache_summary(d) for d in dirs)
+    assert one["calls_from_endpoint"] == 0 < one["calls_from_cache"]
+    assert two["calls_from_endpoint"] > 0
+    merged = merge_runs(dirs, tmp_path / "merged")
+    assert merged["cache"] == {key: one[key] + two[key] for key in one}
+    assert _cache_summary(tmp_path / "merged") == merged["cache"]
+
+
+def test_a_resumed_run_counts_the_cache_over_all_its_rows(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "q.jsonl", n=6)
+    model = _crash_model(tmp_path).make_model()
+    cache, run = tmp_path / "cache.sqlite", tmp_path / "run"
+    kwargs: dict[str, Any] = {"model": model, "model_label": "scripted", "progress": False,
+                              "context": CONTEXT}  # fmt: skip
+    run_eval("deepnote", data, tmp_path / "warm", index=_retriever(), cache=cache, **kwargs)
+    # 2 questions with the warm cache, then the resume asks the other 4 without it
+    run_eval("deepnote", data, run, index=_retriever(), cache=cache, limit=2, **kwargs)
+    summary = run_eval("deepnote", data, run, index=_retriever(), **kwargs)
+    rows = _complete_rows(run / "results.jsonl")
+    assert summary["n"] == len(rows) == 6
+    cached = [row for row in rows if "cache_calls" in row]
+    assert len(cached) == 2 and all(row["cache_calls"] == row["llm_calls"] for row in cached)
+    tokens = {row["id"]: row["prompt_tokens"] + row["completion_tokens"] for row in rows}
+    assert summary["cache"] == {
+        "calls_from_cache": sum(row["llm_calls"] for row in cached),
+        "calls_from_endpoint": sum(row["llm_calls"] for row in rows if row not in cached),
+        "tokens_from_cache": sum(tokens[row["id"]] for row in cached),
+        "tokens_from_endpoint": sum(tokens[row["id"]] for row in rows if row not in cached),
+    }
+    assert summary["cache"]["tokens_from_cache"] > 0
+    assert _cache_summary(run) == summary["cache"]
+
+
+def test_the_eval_command_prints_the_cache_counts(tmp_path: Path) -> None:
+    from noterag.cli import app
+    from noterag.sample import sample_index
+
+    sim = _sim()
+    server, url = sim.start(sim.SimModel(0.001, 0.0))
+    try:
+        args = ["eval", "-m", "vanilla", "-d", str(write_dataset(tmp_path / "q.jsonl", n=3)),
+                "-i", str(sample_index(tmp_path / "index")), "--model", f"openai:sim@{url}",
+                "--cache", str(tmp_path / "cache.sqlite")]  # fmt: skip
+        outputs = []
+        for name in ("first", "second"):
+            result = CliRunner().invoke(
+                app, [*args, "-o", str(tmp_path / name)], env={"COLUMNS": "200"}
+            )
+            assert result.exit_code == 0, result.output
+            outputs.append(result.stdout)
+        plain = CliRunner().invoke(
+            app, [*args[:-2], "-o", str(tmp_path / "plain")], env={"COLUMNS": "200"}
+        )
+    finally:
+        server.shutdown()
+
+    def cell(output: str, label: str) -> str:
+        (line,) = [line for line in output.splitlines() if line.strip().startswith(label)]
+        return line.split("│")[1].strip()
+
+    first = json.loads((tmp_path / "first" / "summary.json").read_text())["cache"]
+    second = json.loads((tmp_path / "second" / "summary.json").read_text())["cache"]
+    assert (second["calls_from_cache"], second["calls_from_endpoint"]) == (3, 0)  # one each
+    assert cell(outputs[0], "model calls from cache · endpoint") == "0 · 3"
+    assert cell(outputs[1], "model calls from cache · endpoint") == "3 · 0"
+    assert cell(outputs[0], "tokens from cache · endpoint") == (
+        f"0 · {first['tokens_from_endpoint']:,}"
+    )
+    assert cell(outputs[1], "tokens from cache · endpoint") == (
+        f"{second['tokens_from_cache']:,} · 0"
+    )
+    assert second["tokens_from_cache"] == first["tokens_from_endpoint"] > 0
+    assert plain.exit_code == 0 and "from cache" not in plain.stdout

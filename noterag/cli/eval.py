@@ -202,7 +202,6 @@ def eval_command(
                 cache=cache,
             )
         print_summary(summary, Console(highlight=False))
-        _print_cache(summary, console)
         # The last line says how many failed; too many fail the command.
         failure = error_budget(summary, max_error_rate)
         if failure is not None:
@@ -211,20 +210,6 @@ def eval_command(
                 "cause, then run the same command with --retry-errors"
             )
         console.print(Text(f"results in {out}: {_failures(summary)}", style="dim"))
-
-
-def _print_cache(summary: Summary, console: Console) -> None:
-    counts = summary.get("cache")
-    if isinstance(counts, dict):
-        console.print(
-            Text(
-                f"model cache: {counts['calls_from_cache']} calls "
-                f"({counts['tokens_from_cache']:,} tokens) from the cache, "
-                f"{counts['calls_from_endpoint']} ({counts['tokens_from_endpoint']:,} tokens) "
-                "from the endpoint",
-                style="dim",
-            )
-        )
 
 
 def merge_command(
@@ -253,7 +238,6 @@ def merge_command(
 
         summary = merge_runs(run_dirs, out, force=force)
         print_summary(summary, Console(highlight=False))
-        _print_cache(summary, console)
         console.print(Text(f"merged run in {out}: {_failures(summary)}", style="dim"))
 
 

@@ -195,9 +195,7 @@ def merge_runs(
         atomic_write_json(out / RUN_FILE, config)
     except OSError as exc:
         raise MergeError(f"cannot write {out}: {exc.strerror or exc}") from None
-    from noterag.eval.runner import _with_cache_counts
-
-    return _with_cache_counts(summarize(out), out)
+    return summarize(out)
 
 
 def _sum_tasks(configs: Sequence[dict[str, Any]]) -> dict[str, int]:

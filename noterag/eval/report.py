@@ -36,7 +36,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -72,6 +72,16 @@ class Latency(TypedDict):
     p95: float | None
 
 
+class CacheCounts(TypedDict):
+    """A run with ``--cache``: its model calls (and their tokens) answered from the cache
+    against those sent to the endpoint, over the answered questions."""
+
+    calls_from_cache: int
+    calls_from_endpoint: int
+    tokens_from_cache: int
+    tokens_from_endpoint: int
+
+
 class Summary(TypedDict):
     """What ``summary.json`` holds (``summarize`` writes it; ``noterag eval`` returns it)."""
 
@@ -93,6 +103,7 @@ class Summary(TypedDict):
     wall_s: float
     retries: int  # model requests sent again, all questions
     fallbacks: dict[str, int]  # unreadable replies by parser kind, answered questions
+    cache: NotRequired[CacheCounts]  # only when some row was asked with --cache
 
 
 class RunDirError(NoteragError):
@@ -191,7 +202,7 @@ def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
         rows = [row for row in rows if row["id"] in wanted]
     answered = [row for row in rows if not row.get("error")]
     latencies = sorted(float(row["latency_s"]) for row in answered)
-    return Summary(
+    summary = Summary(
         method=config.get("method", "?"),
         model=config.get("model", "?"),
         context=config.get("context") or {},
@@ -214,6 +225,24 @@ def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
         wall_s=busy_seconds((row["started_at"], row["finished_at"]) for row in rows),
         retries=sum(row.get("retries") or 0 for row in rows),
         fallbacks=_sum_counts(row.get("fallbacks") for row in answered),
+    )
+    if any("cache_calls" in row for row in answered):
+        summary["cache"] = cache_counts(answered)
+    return summary
+
+
+def cache_counts(answered: Sequence[dict[str, Any]]) -> CacheCounts:
+    """The cache's share of the rows' model calls and tokens. A row asked without the cache
+    (a resume may add or drop ``--cache``) had all its calls from the endpoint."""
+    cached_calls = sum(row.get("cache_calls") or 0 for row in answered)
+    cached_tokens = sum(row.get("cache_tokens") or 0 for row in answered)
+    calls = sum(row.get("llm_calls") or 0 for row in answered)
+    tokens = sum(_cost(row, "tokens") for row in answered)
+    return CacheCounts(
+        calls_from_cache=cached_calls,
+        calls_from_endpoint=calls - cached_calls,
+        tokens_from_cache=cached_tokens,
+        tokens_from_endpoint=int(tokens) - cached_tokens,
     )
 
 
@@ -332,6 +361,16 @@ def print_summary(summary: Summary, console: Any) -> None:
     )
     table.add_row("wall time s", f"{summary['wall_s']:.1f}")
     table.add_row("model requests retried", str(summary.get("retries", 0)))
+    cache = summary.get("cache")
+    if cache:
+        table.add_row(
+            "model calls from cache · endpoint",
+            f"{cache['calls_from_cache']} · {cache['calls_from_endpoint']}",
+        )
+        table.add_row(
+            "tokens from cache · endpoint",
+            f"{cache['tokens_from_cache']:,} · {cache['tokens_from_endpoint']:,}",
+        )
     table.add_row(
         "unreadable replies (fallbacks)", format_fallbacks(summary.get("fallbacks") or {})
     )

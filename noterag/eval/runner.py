@@ -262,7 +262,7 @@ def run_eval(
 
         with meter:
             _event_loop().run(main())
-    return _with_cache_counts(summarize(run_dir), run_dir)
+    return summarize(run_dir)
 
 
 def _run_in_workers(
@@ -308,38 +308,6 @@ def _run_in_workers(
         raise type(abort.error)(f"{abort.error} ({stopped_after()}{resume})") from None
     finally:
         writer.close()
-
-
-def _with_cache_counts(summary: Summary, run_dir: Path) -> Summary:
-    """The summary with the model calls and tokens answered from the cache against those sent
-    to the endpoint (rows without cache counts: a run without --cache), written again."""
-    from noterag.eval.report import read_run
-
-    config, rows = read_run(run_dir)
-    scope = config.get("ids")
-    if isinstance(scope, list):
-        wanted = set(scope)
-        rows = [row for row in rows if row["id"] in wanted]
-    answered = [row for row in rows if not row.get("error")]
-    if not any("cache_calls" in row for row in answered):
-        return summary
-    calls = sum(row.get("llm_calls") or 0 for row in answered)
-    tokens = sum(
-        (row.get("prompt_tokens") or 0) + (row.get("completion_tokens") or 0) for row in answered
-    )
-    cached_calls = sum(row.get("cache_calls") or 0 for row in answered)
-    cached_tokens = sum(row.get("cache_tokens") or 0 for row in answered)
-    counted = dict(summary) | {
-        "cache": {
-            "calls_from_cache": cached_calls,
-            "calls_from_endpoint": calls - cached_calls,
-            "tokens_from_cache": cached_tokens,
-            "tokens_from_endpoint": tokens - cached_tokens,
-        }
-    }
-    with _writing(run_dir / SUMMARY_FILE):
-        atomic_write_json(run_dir / SUMMARY_FILE, counted)
-    return counted  # type: ignore[return-value]
 
 
 def endpoint_slots(model_label: str) -> int | None:
