@@ -35,14 +35,14 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
 from noterag.context import resolve_context
 from noterag.errors import ConfigError
 from noterag.models.runnable import reads_original
 from noterag.nodes.retrieve import retrieve as shared_retrieve
-from noterag.nodes.step import Ask, Env, StepGen, reply_text
+from noterag.nodes.step import Ask, Env, StepGen, both_ways, reply_text
 from noterag.spec import Deps
 from noterag.state import Passage
 
@@ -118,7 +118,7 @@ def default_extractor() -> Embeddings:
         raise MissingExtraError(EXTRACT_HINT) from None
 
 
-def extract(deps: RecompDeps) -> RunnableLambda[dict[str, Any], dict[str, Any]]:
+def extract(deps: RecompDeps) -> Runnable:
     """The extractive compressor as a graph node: the top ``sentences`` of the passages by
     similarity to the question. Not a model step (nothing to count): a node of its own whose
     async path embeds off the event loop (the embedding model's async methods, its loading in a
@@ -158,7 +158,7 @@ def extract(deps: RecompDeps) -> RunnableLambda[dict[str, Any], dict[str, Any]]:
         )
         return done(state, ctx, emit, sentences, question, vectors)
 
-    return RunnableLambda(run, afunc=arun, name="extract")
+    return both_ways(run, arun, name="extract")
 
 
 def compressed(

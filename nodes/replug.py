@@ -36,14 +36,23 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
 from noterag.context import resolve_context
 from noterag.errors import ConfigError
 from noterag.nodes.logprobs import Token, logprob_options, token_logprobs
 from noterag.nodes.parsing import fell_back
-from noterag.nodes.step import Ask, Env, Search, StepGen, _asearch, reply_text, to_passage
+from noterag.nodes.step import (
+    Ask,
+    Env,
+    Search,
+    StepGen,
+    _asearch,
+    both_ways,
+    reply_text,
+    to_passage,
+)
 from noterag.spec import Deps
 
 METHOD = "replug"
@@ -67,7 +76,7 @@ def _score(doc: Document, retriever: Any) -> float:
         ) from None
 
 
-def retrieve(deps: Deps) -> RunnableLambda:
+def retrieve(deps: Deps) -> Runnable:
     """The graph step that retrieves the top-k passages for the question with their retrieval
     scores s(d, x). noterag's shared search effect keeps a passage's id, title and text only,
     so this step searches itself (sync and async alike), with the run's context and stream
@@ -103,7 +112,7 @@ def retrieve(deps: Deps) -> RunnableLambda:
         docs = (await _asearch(deps.retriever, Search(state["question"], ctx.top_k)))[: ctx.top_k]
         return update(state, docs, writer)
 
-    return RunnableLambda(run_sync, afunc=run_async, name="retrieve")
+    return both_ways(run_sync, run_async, name="retrieve")
 
 
 # --- the ensemble -----------------------------------------------------------------------------------
