@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from noterag.errors import CorpusError
 from noterag.retrievers import CorpusStats, iter_corpus
+from noterag.retrievers.corpus import _COMPRESSED, _compressed
 
 
 def write_lines(path: Path, lines: list[str | bytes]) -> Path:
@@ -281,6 +282,15 @@ def test_fuzzed_corpora_yield_passages_or_name_the_bad_line(
 ) -> None:
     path = tmp_path / "fuzz.jsonl"
     path.write_bytes(b"".join(line + b"\n" for line in lines))
+    head = path.read_bytes()
+    # Not text, and it starts as an xz / zstd / zip / bzip2 file does (hypothesis found
+    # b"\xfd7zXZ\x00"): named as compressed, not read line by line.
+    if _compressed(head) and any(
+        head.startswith(magic) and block in head[:16] for magic, block, _, _ in _COMPRESSED
+    ):
+        with pytest.raises(CorpusError, match=r"^fuzz\.jsonl is \w+-compressed: "):
+            list(iter_corpus(path, skip_bad_lines=True))
+        return
     nonblank = [i for i, line in enumerate(lines, 1) if line.strip()]
     stats = CorpusStats()
     passages = list(iter_corpus(path, skip_bad_lines=True, stats=stats))

@@ -15,7 +15,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
 from noterag.errors import ConfigError
 from noterag.graphs import replug
@@ -48,13 +48,10 @@ class LogprobModel(ScriptedModel):
     logprobs: dict[str, float] = Field(default_factory=dict)
     per_reply: dict[str, float] = Field(default_factory=dict)
     default_logprob: float = -0.05
-    _arguments: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
     def _generate(
         self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
     ) -> Any:
-        with self._lock:
-            self._arguments.append({"stop": stop, **kwargs})
         result = super()._generate(messages, stop, run_manager, **kwargs)
         message = result.generations[0].message
         text = str(message.content)
@@ -181,7 +178,7 @@ def test_each_passage_is_prepended_to_the_question_in_its_own_pass():
         f"Knowledge: {text}\nQuestion: {QUESTION}\nAnswer:" for _, _, text in PASSAGES
     )
     assert (
-        model._arguments
+        model.arguments()
         == [
             {
                 "stop": ["\n"],
@@ -213,8 +210,8 @@ def test_top_k_passes_and_the_run_settings_win():
     )
     assert retriever.queries == [(QUESTION, 2)] and len(model.calls) == 2
     assert out["weights"] == pytest.approx([0.731059, 0.268941], abs=1e-6)
-    assert {a["max_tokens"] for a in model._arguments} == {4}
-    assert {a["temperature"] for a in model._arguments} == {0.5}
+    assert {a["max_tokens"] for a in model.arguments()} == {4}
+    assert {a["temperature"] for a in model.arguments()} == {0.5}
 
 
 def test_no_passage_is_answered_by_one_closed_book_pass():
