@@ -64,7 +64,7 @@ from noterag.models.runnable import pluggable
 from noterag.nodes import ircot
 from noterag.nodes.adaptive_rag import answer, classify, on_route
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.step import node
+from noterag.nodes.step import node, on_loop
 from noterag.nodes.stops import adaptive_rag_stop, stop_check
 from noterag.prompts import adaptive_rag as prompts
 from noterag.spec import Deps, MethodSpec, server_graph
@@ -154,7 +154,9 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     )
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "classify")
-    graph.add_conditional_edges("classify", first_step, list(FIRST_STEP.values()))
+    graph.add_conditional_edges(
+        "classify", on_loop(first_step, trace=True), list(FIRST_STEP.values())
+    )
     graph.add_edge("retrieve", "stop_check")
     graph.add_edge("ircot_retrieve", "reason")
     graph.add_edge("reason", "stop_check")

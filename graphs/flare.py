@@ -73,7 +73,7 @@ from rich.text import Text
 from noterag.context import RunContext
 from noterag.errors import ConfigError
 from noterag.nodes.flare import answer, look_ahead, regenerate, retrieve
-from noterag.nodes.step import node
+from noterag.nodes.step import node, on_loop
 from noterag.nodes.stops import flare_stop, stop_check
 from noterag.profiles import PAPER
 from noterag.prompts import flare as prompts
@@ -195,8 +195,12 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
         destinations=("look_ahead", "answer"),
     )
     graph.add_edge("question", "retrieve")
-    graph.add_conditional_edges("retrieve", after_retrieve, ["look_ahead", "regenerate"])
-    graph.add_conditional_edges("look_ahead", after_look_ahead, ["retrieve", "stop_check"])
+    graph.add_conditional_edges(
+        "retrieve", on_loop(after_retrieve, trace=True), ["look_ahead", "regenerate"]
+    )
+    graph.add_conditional_edges(
+        "look_ahead", on_loop(after_look_ahead, trace=True), ["retrieve", "stop_check"]
+    )
     graph.add_edge("regenerate", "stop_check")
     graph.add_edge("answer", END)
 

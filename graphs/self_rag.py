@@ -85,7 +85,7 @@ from noterag.context import RunContext
 from noterag.errors import ConfigError
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.self_rag import check_task, generate, predict, predict_retrieve, route
-from noterag.nodes.step import node
+from noterag.nodes.step import node, on_loop
 from noterag.nodes.stops import self_rag_stop, stop_check
 from noterag.profiles import PAPER
 from noterag.prompts import self_rag as prompts
@@ -231,7 +231,9 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     )
     graph.add_node("answer", node(predict, deps))
     graph.add_edge("question", "predict_retrieve")
-    graph.add_conditional_edges("predict_retrieve", route, ["retrieve", "generate"])
+    graph.add_conditional_edges(
+        "predict_retrieve", on_loop(route, trace=True), ["retrieve", "generate"]
+    )
     graph.add_edge("retrieve", "generate")
     graph.add_edge("generate", "stop_check")
     graph.add_edge("answer", END)
