@@ -78,6 +78,7 @@ def _kill_when(proc: subprocess.Popen, ready: Any, delay: float) -> bool:
 
 # --------------------------------------------------------------------------- eval
 
+
 N_QUESTIONS = 16
 
 # A deterministic DeepNote: every reply is a function of the question's number, and each call
@@ -139,6 +140,82 @@ def _stable(row: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in row.items() if key not in VOLATILE}
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _kill_rounds(
+    args: list[str], env: dict[str, str], results: Path, rng: random.Random, total: int
+) -> int:
+    """Start the run ``args`` again and again (6 times at most), each time SIGKILLed once a
+    random number of new rows is out, plus a random delay that lands between rows, inside model
+    calls, or as a row is written. After each kill: no child process (a worker) outlives it, no
+    question is there twice, no finished row is lost. Returns the number of kills (a run that
+    finished before its kill ends the rounds)."""
+    kills = 0
+    for _ in range(6):
+        done_before = len(_complete_rows(results))
+        if total - done_before < 2:
+            break
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        target = done_before + rng.randint(1, max(1, (total - done_before) // 3))
+        seen: list[int] = []
+
+        def ready(n: int = target, pid: int = proc.pid, seen: list[int] = seen) -> bool:
+            seen[:] = seen or _children(pid)
+            return len(_complete_rows(results)) >= n
+
+        if _kill_when(proc, ready, rng.uniform(0, 0.15)):
+            break
+        kills += 1
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in seen):
+            assert time.monotonic() < deadline, "a child process outlived its killed parent"
+            time.sleep(0.01)
+        ids = [row["id"] for row in _complete_rows(results)]
+        assert len(ids) == len(set(ids)), f"duplicated questions after a kill: {ids}"
+        assert len(ids) >= done_before  # finished rows are never lost
+    return kills
+
+
+def _finish(
+    args: list[str], env: dict[str, str], results: Path, expected: dict[str, dict[str, Any]]
+) -> None:
+    """Run ``args`` to the end: it succeeds, and the rows are ``expected`` (by id, ``_stable``)."""
+    final = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert final.returncode == 0, final.stderr
+    rows = _complete_rows(results)
+    assert sorted(row["id"] for row in rows) == sorted(expected)
+    assert {row["id"]: _stable(row) for row in rows} == expected
+
+
+def _killed_and_resumed(
+    tmp_path: Path, code: str, data: Path, expected: dict[str, dict[str, Any]], seed: int
+) -> Path:
+    """The run directory of ``code`` (a script taking the dataset and the run directory) over
+    ``data``, killed in rounds (``_kill_rounds``, at least 3 kills) and then run to the end: the
+    ``expected`` rows."""
+    run = tmp_path / "run"
+    args = [sys.executable, "-c", code, str(data), str(run)]
+    results = run / "results.jsonl"
+    kills = _kill_rounds(args, _env(tmp_path), results, random.Random(seed), len(expected))
+    assert kills >= 3, "too few rounds were killed to test anything"
+    _finish(args, _env(tmp_path), results, expected)
+    return run
+
+
 def test_eval_killed_at_random_points_resumes_to_the_uninterrupted_results(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "q.jsonl", n=N_QUESTIONS)
     # The very model the worker runs, as a module both processes import.
@@ -157,40 +234,9 @@ def test_eval_killed_at_random_points_resumes_to_the_uninterrupted_results(tmp_p
     }
     assert len(expected) == N_QUESTIONS
 
-    rng = random.Random(SEED)
-    run = tmp_path / "run"
+    run = _killed_and_resumed(tmp_path, WORKER, data, expected, SEED)
     results = run / "results.jsonl"
-    args = [sys.executable, "-c", WORKER, str(data), str(run)]
-    kills = 0
-    for _ in range(6):
-        done_before = len(_complete_rows(results))
-        if N_QUESTIONS - done_before < 2:
-            break
-        proc = subprocess.Popen(
-            args, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        # Kill once a random number of new rows is out, plus a random delay that lands between
-        # rows, inside model calls, or as a row is written.
-        target = done_before + rng.randint(1, max(1, (N_QUESTIONS - done_before) // 3))
-        if _kill_when(
-            proc, lambda n=target: len(_complete_rows(results)) >= n, rng.uniform(0, 0.15)
-        ):
-            break
-        kills += 1
-        rows = _complete_rows(results)
-        ids = [row["id"] for row in rows]
-        assert len(ids) == len(set(ids)), f"duplicated questions after a kill: {ids}"
-        assert len(rows) >= done_before  # finished rows are never lost
-    assert kills >= 3, "too few rounds were killed to test anything"
-    final = subprocess.run(
-        args, env=_env(tmp_path), capture_output=True, text=True, timeout=300, check=False
-    )
-    assert final.returncode == 0, final.stderr
-
-    rows = _complete_rows(results)
     assert results.read_bytes().endswith(b"\n")
-    assert sorted(row["id"] for row in rows) == sorted(expected)
-    assert {row["id"]: _stable(row) for row in rows} == expected
     summary = json.loads((run / "summary.json").read_text())
     assert summary == json.loads(json.dumps(compute_summary(run)))  # written from these rows
     for key in ("n", "n_errors", "questions", "metrics", "cost", "fallbacks"):

@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_crash import MODEL_CODE, _complete_rows, _env, _kill, _kill_when, _stable, _wait_for
+from test_crash import (
+    MODEL_CODE,
+    _children,
+    _complete_rows,
+    _env,
+    _finish,
+    _kill,
+    _killed_and_resumed,
+    _stable,
+    _wait_for,
+)
 from test_eval_runner import write_dataset
 from typer.testing import CliRunner
 
@@ -67,14 +77,6 @@ def _reference(tmp_path: Path, data: Path, model: Any) -> dict[str, dict[str, An
     }
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
-
-
 def test_workers_give_the_rows_of_a_single_process_run(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "q.jsonl", n=N_QUESTIONS)
     crash_model = _crash_model(tmp_path)
@@ -92,53 +94,10 @@ def test_workers_give_the_rows_of_a_single_process_run(tmp_path: Path) -> None:
 def test_parent_killed_at_random_points_resumes_to_the_uninterrupted_rows(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "q.jsonl", n=N_QUESTIONS)
     expected = _reference(tmp_path, data, _crash_model(tmp_path).make_model())
-    rng = random.Random(SEED)
-    run = tmp_path / "run"
-    results = run / "results.jsonl"
-    args = [sys.executable, "-c", WORKERS, str(data), str(run)]
-    kills = 0
-    for _ in range(6):
-        done_before = len(_complete_rows(results))
-        if N_QUESTIONS - done_before < 2:
-            break
-        proc = subprocess.Popen(
-            args, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        target = done_before + rng.randint(1, max(1, (N_QUESTIONS - done_before) // 3))
-        workers: list[int] = []
-
-        def ready(n: int = target, pid: int = proc.pid, seen: list[int] = workers) -> bool:
-            seen[:] = seen or _children(pid)
-            return len(_complete_rows(results)) >= n
-
-        if _kill_when(proc, ready, rng.uniform(0, 0.15)):
-            break
-        kills += 1
-        # The workers die with their parent: none goes on calling the model.
-        deadline = time.monotonic() + 30
-        while any(Path(f"/proc/{pid}").exists() and _alive(pid) for pid in workers):
-            assert time.monotonic() < deadline, "a worker outlived its killed parent"
-            time.sleep(0.01)
-        ids = [row["id"] for row in _complete_rows(results)]
-        assert len(ids) == len(set(ids)), f"duplicated questions after a kill: {ids}"
-        assert len(ids) >= done_before
-    assert kills >= 3, "too few rounds were killed to test anything"
-    final = subprocess.run(
-        args, env=_env(tmp_path), capture_output=True, text=True, timeout=300, check=False
-    )
-    assert final.returncode == 0, final.stderr
-    rows = _complete_rows(results)
-    assert {row["id"]: _stable(row) for row in rows} == expected
-    assert len(rows) == N_QUESTIONS
+    # after each kill, _kill_rounds also checks that the workers died with their parent: none
+    # goes on calling the model
+    run = _killed_and_resumed(tmp_path, WORKERS, data, expected, SEED)
     assert json.loads((run / "summary.json").read_text())["n"] == N_QUESTIONS
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_a_killed_worker_is_reported_and_its_questions_rerun_on_resume(tmp_path: Path) -> None:
@@ -169,14 +128,7 @@ def test_a_killed_worker_is_reported_and_its_questions_rerun_on_resume(tmp_path:
     ids = [row["id"] for row in rows]
     assert len(ids) == len(set(ids))
     assert len(rows) < N_QUESTIONS  # the dead worker's questions are missing
-
-    final = subprocess.run(
-        args, env=_env(tmp_path), capture_output=True, text=True, timeout=300, check=False
-    )
-    assert final.returncode == 0, final.stderr
-    rows = _complete_rows(results)
-    assert {row["id"]: _stable(row) for row in rows} == expected
-    assert len(rows) == N_QUESTIONS
+    _finish(args, _env(tmp_path), results, expected)
 
 
 # --------------------------------------------------------------------------- shards and merge

@@ -29,19 +29,15 @@ unreachable, key rejected) stops the run at once.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import json
 import os
 import time
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
-from noterag._fs import atomic_write_json, atomic_write_lines, fsync_dir
+from noterag._fs import atomic_write_json, atomic_write_lines
 from noterag.align.scoring import PAPER_NAMES
 from noterag.align.stages import (
     GENERATOR_MAX_TOKENS,
@@ -53,7 +49,8 @@ from noterag.align.stages import (
     sampling_grid,
 )
 from noterag.align.stats import TABLE_ORDER, run_statistics
-from noterag.errors import ConfigError, NoteragError
+from noterag.errors import ConfigError
+from noterag.eval import loop
 from noterag.eval.report import RunDirError, scan_results
 from noterag.models.errors import fatal_error, one_line_error
 
@@ -133,13 +130,15 @@ def run_align_data(
             f"align data builds DNAlign from multi-hop QA questions (the paper: 2WikiMQA train); "
             f"{dataset} has {', '.join(other)} questions"
         )
-    index_spec = _index_spec(index)
-    model_name = model_label or _model_label(model)
-    judge_name = judge_label or (model_name if judge_model is None else _model_label(judge_model))
+    index_spec = loop.index_spec(index)
+    model_name = model_label or loop.model_label(model)
+    judge_name = judge_label or (
+        model_name if judge_model is None else loop.model_label(judge_model)
+    )
     config = {
         "dataset": str(Path(dataset).expanduser().resolve()),
         "format": format,
-        "index": _index_label(index_spec),
+        "index": loop.index_label(index_spec),
         "model": model_name,
         "judge_model": judge_name,
         "samples": samples,
@@ -179,45 +178,36 @@ def run_align_data(
         run_dir, config, [ex.id for ex in examples], force=force, retry_errors=retry_errors
     )
     todo = [ex for ex in examples if ex.id not in done]
-    meter = _Progress(console, progress, total=len({ex.id for ex in examples} | set(done)))
-    meter.done.extend(done.values())
+    meter = loop.Progress(
+        console,
+        progress,
+        total=len({ex.id for ex in examples} | set(done)),
+        label="align data",
+        stats_of=_stats,
+        done=list(done.values()),
+    )
     if todo:
 
         async def main() -> None:
-            # BM25 searches and sync-only models run on the loop's default executor, whose
-            # default size (CPUs + 4) would cap the concurrency on a small machine.
-            executor = ThreadPoolExecutor(
-                max(32, concurrency * 4), thread_name_prefix="noterag-align"
-            )
-            asyncio.get_running_loop().set_default_executor(executor)
-            journal = _Appender(run_dir / QUESTIONS_FILE)
-            pairs = _Appender(run_dir / PAIRS_FILE)
-            try:
-                await _run_all(builder, todo, config, concurrency, journal, pairs, meter)
-            finally:
-                journal.close()
-                pairs.close()
-                executor.shutdown(wait=False)
+            with (
+                loop.LineWriter(run_dir / QUESTIONS_FILE) as journal,
+                loop.LineWriter(run_dir / PAIRS_FILE) as pairs,
+            ):
+
+                def keep(row: dict[str, Any]) -> None:
+                    journal.append(row)  # the question is done once this line is on disk
+                    pairs.extend(pair_rows(row))
+
+                await loop.run_questions(
+                    todo, concurrency, lambda ex: build_row(builder, ex, config), keep, meter
+                )
 
         with meter:
-            _event_loop().run(main())
+            loop.run_on_loop(main, max(32, concurrency * 4), "noterag-align")
     rows, _ = scan_results(run_dir / QUESTIONS_FILE)
     stats = run_statistics(rows)
     atomic_write_json(run_dir / STATS_FILE, stats)
     return stats
-
-
-_RUNNER: asyncio.Runner | None = None
-
-
-def _event_loop() -> asyncio.Runner:
-    # One loop for every run of the process, as noterag eval: a model's async HTTP client keeps
-    # connections bound to the loop that opened them.
-    global _RUNNER
-    if _RUNNER is None:
-        _RUNNER = asyncio.Runner()
-        atexit.register(_RUNNER.close)
-    return _RUNNER
 
 
 # --------------------------------------------------------------------------- run directory
@@ -240,17 +230,7 @@ def _check_run_dir(run_dir: Path, config: dict[str, Any], *, force: bool) -> dic
             raise RunDirError(
                 f"{run_dir} holds no align data run ({RUN_FILE} is not one); choose a new --out"
             )
-        differences = [
-            f"{key} {_show(previous.get(key))} → {_show(config[key])}"
-            for key in COMPARED
-            if previous.get(key) != config[key]
-        ]
-        if differences:
-            raise RunDirError(
-                f"{run_dir} holds a run with another configuration ({'; '.join(differences)}); "
-                "resume it with the same settings, choose a new --out, or pass --force to start "
-                "it over"
-            )
+        loop.check_same_config(run_dir, previous, config, COMPARED)
         scan_results(journal)  # a damaged journal is refused now, not after the models start
         return previous
     if journal.exists() or (run_dir / PAIRS_FILE).exists():
@@ -259,10 +239,6 @@ def _check_run_dir(run_dir: Path, config: dict[str, Any], *, force: bool) -> dic
             "version wrote; choose a new --out or pass --force to start over"
         )
     return None
-
-
-def _show(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _open_run_dir(
@@ -275,18 +251,14 @@ def _open_run_dir(
             (run_dir / name).unlink(missing_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     journal = run_dir / QUESTIONS_FILE
-    rows, valid_end = scan_results(journal)
-    if journal.exists() and journal.stat().st_size > valid_end:
-        # a half-written last line (killed mid-write): cut away
-        with open(journal, "r+b") as f:
-            f.truncate(valid_end)
-            f.flush()
-            os.fsync(f.fileno())
+    rows = loop.repair_lines(journal)  # a half-written last line (killed mid-write): cut away
     if retry_errors and any(row.get("error") for row in rows):
         rows = [row for row in rows if not row.get("error")]
-        atomic_write_lines(journal, (_encode(row) for row in rows))
+        atomic_write_lines(journal, (loop.encode_row(row) for row in rows))
     # pairs.jsonl is the journal's pairs, whatever a kill left in it
-    atomic_write_lines(run_dir / PAIRS_FILE, (_encode(p) for row in rows for p in pair_rows(row)))
+    atomic_write_lines(
+        run_dir / PAIRS_FILE, (loop.encode_row(p) for row in rows for p in pair_rows(row))
+    )
     from noterag import __version__
 
     atomic_write_json(
@@ -302,71 +274,7 @@ def _open_run_dir(
     return {row["id"]: row for row in rows}
 
 
-def _encode(row: dict[str, Any]) -> bytes:
-    return (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
-
-
-class _Appender:
-    """Appends lines to one file, each batch in one write, fsynced before the next. Runs on the
-    event loop's thread, so writes never interleave (the eval runner's results writer)."""
-
-    def __init__(self, path: Path) -> None:
-        existed = path.exists()
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        if not existed:
-            fsync_dir(path.parent)
-
-    def append(self, rows: Sequence[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        view = memoryview(b"".join(_encode(row) for row in rows))
-        while view:
-            view = view[os.write(self._fd, view) :]
-        os.fsync(self._fd)
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
 # --------------------------------------------------------------------------- running
-
-
-class _Abort(Exception):
-    def __init__(self, error: NoteragError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-async def _run_all(
-    builder: Builder,
-    todo: Sequence[Any],
-    config: dict[str, Any],
-    concurrency: int,
-    journal: _Appender,
-    pairs: _Appender,
-    meter: _Progress,
-) -> None:
-    semaphore = asyncio.Semaphore(concurrency)
-
-    async def one(example: Any) -> None:
-        async with semaphore:
-            row = await build_row(builder, example, config)
-            journal.append([row])  # the question is done once this line is on disk
-            pairs.append(pair_rows(row))
-        meter.advance(row)
-
-    try:
-        async with asyncio.TaskGroup() as group:
-            for example in todo:
-                group.create_task(one(example))
-    except BaseExceptionGroup as failed:
-        aborts = [e for e in failed.exceptions if isinstance(e, _Abort)]
-        if not aborts:
-            raise failed.exceptions[0] from None
-        raise type(aborts[0].error)(
-            f"{aborts[0].error} (stopped after {meter.count} of {meter.total} questions; run "
-            "the same command again to resume)"
-        ) from None
 
 
 async def build_row(builder: Builder, example: Any, config: dict[str, Any]) -> dict[str, Any]:
@@ -381,7 +289,7 @@ async def build_row(builder: Builder, example: Any, config: dict[str, Any]) -> d
         except Exception as exc:  # journalled, unless it would fail every question
             fatal = fatal_error(exc)
             if fatal is not None:
-                raise _Abort(fatal) from exc
+                raise loop.Abort(fatal) from exc
             built, error = {}, one_line_error(exc)
     latency = time.perf_counter() - clock
     return {
@@ -409,115 +317,21 @@ async def build_row(builder: Builder, example: Any, config: dict[str, Any]) -> d
     }
 
 
-# --------------------------------------------------------------------------- configuration
-
-
-def _index_spec(index: Any) -> Any:
-    from langchain_core.retrievers import BaseRetriever
-
-    from noterag.retrievers.spec import normalize_spec
-
-    if index is None:
-        index = os.environ.get("NOTERAG_INDEX") or None
-    if index is None or isinstance(index, BaseRetriever):
-        return index
-    return normalize_spec(index)
-
-
-def _index_label(spec: Any) -> str:
-    if spec is None:
-        return "sample"
-    return spec if isinstance(spec, str) else type(spec).__name__
-
-
-def _model_label(model: Any) -> str:
-    if model is None:
-        model = os.environ.get("NOTERAG_MODEL", "local")
-    if isinstance(model, str):
-        return model.strip()
-    name = getattr(model, "model_name", None) or getattr(model, "model", None)
-    return name if isinstance(name, str) and name else type(model).__name__
-
-
 # --------------------------------------------------------------------------- progress
 
 
-@dataclass
-class _Progress:
-    """Done / total, the pairs so far per stage, calls per question: a rich bar on a terminal, a
-    line every tenth of the run elsewhere."""
-
-    console: Any
-    enabled: bool
-    total: int
-    done: list[dict[str, Any]] = field(default_factory=list)
-    _bar: Any = None
-    _task: Any = None
-
-    def __post_init__(self) -> None:
-        if self.console is None:
-            from rich.console import Console
-
-            self.console = Console(stderr=True, highlight=False, soft_wrap=True)
-
-    @property
-    def count(self) -> int:
-        return len(self.done)
-
-    def __enter__(self) -> Self:
-        if self.enabled and self.console.is_terminal:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._bar = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[stats]}"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=self.console,
-            )
-            self._bar.start()
-            self._task = self._bar.add_task(
-                "align data", total=self.total, completed=self.count, stats=self.stats()
-            )
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-
-    def advance(self, row: dict[str, Any]) -> None:
-        self.done.append(row)
-        if self._bar is not None:
-            self._bar.update(self._task, advance=1, stats=self.stats())
-        elif self.enabled and (
-            self.count % max(1, self.total // 10) == 0 or self.count == self.total
-        ):
-            self.console.print(f"{self.count}/{self.total} · {self.stats()}")
-
-    def stats(self) -> str:
-        if not self.done:
-            return ""
-        pairs: Counter[str] = Counter()
-        for row in self.done:
-            for name, stage in (row.get("stages") or {}).items():
-                pairs[name] += stage["outcome"] == "pair"
-        parts = ["pairs " + " ".join(f"{PAPER_NAMES[n]} {pairs[n]}" for n in TABLE_ORDER)]
-        answered = [row for row in self.done if not row.get("error")]
-        if answered:
-            calls = sum(r["generator"]["calls"] + r["judge"]["calls"] for r in answered)
-            parts.append(f"{calls / len(answered):.0f} calls/q")
-        failed = self.count - len(answered)
-        if failed:
-            parts.append(f"[red]{failed} failed[/]")
-        return " · ".join(parts)
+def _stats(done: list[dict[str, Any]]) -> str:
+    """The progress line's figures: the pairs so far per stage, calls per question."""
+    pairs: Counter[str] = Counter()
+    for row in done:
+        for name, stage in (row.get("stages") or {}).items():
+            pairs[name] += stage["outcome"] == "pair"
+    parts = ["pairs " + " ".join(f"{PAPER_NAMES[n]} {pairs[n]}" for n in TABLE_ORDER)]
+    answered = [row for row in done if not row.get("error")]
+    if answered:
+        calls = sum(r["generator"]["calls"] + r["judge"]["calls"] for r in answered)
+        parts.append(f"{calls / len(answered):.0f} calls/q")
+    failed = len(done) - len(answered)
+    if failed:
+        parts.append(f"[red]{failed} failed[/]")
+    return " · ".join(parts)

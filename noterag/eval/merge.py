@@ -31,6 +31,7 @@ from typing import Any
 
 from noterag._fs import atomic_write_json, atomic_write_lines
 from noterag.errors import ConfigError
+from noterag.eval.loop import encode_row, show
 from noterag.eval.report import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, RunDirError, Summary, read_run
 
 # What shards of one evaluation share (the run.json fields; the index by build id below).
@@ -83,10 +84,6 @@ def _index_identity(config: dict[str, Any]) -> Any:
     return config.get("index")
 
 
-def _show(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
 def merge_runs(
     run_dirs: Sequence[str | os.PathLike[str]],
     out: str | os.PathLike[str],
@@ -113,12 +110,12 @@ def merge_runs(
             if config.get(key) != first.get(key):
                 raise MergeError(
                     f"{path} and {first_dir} are not shards of one evaluation: {key} "
-                    f"{_show(config.get(key))} ≠ {_show(first.get(key))}"
+                    f"{show(config.get(key))} ≠ {show(first.get(key))}"
                 )
         if _index_identity(config) != _index_identity(first):
             raise MergeError(
                 f"{path} and {first_dir} ran on different indexes: "
-                f"{_show(_index_identity(config))} ≠ {_show(_index_identity(first))}"
+                f"{show(_index_identity(config))} ≠ {show(_index_identity(first))}"
             )
 
     shards: dict[int, Path] = {}
@@ -190,7 +187,7 @@ def merge_runs(
         (out / SUMMARY_FILE).unlink(missing_ok=True)
         atomic_write_lines(
             out / RESULTS_FILE,
-            ((json.dumps(row, ensure_ascii=False, default=str) + "\n").encode() for row in merged),
+            (encode_row(row) for row in merged),
         )
         atomic_write_json(out / RUN_FILE, config)
     except OSError as exc:

@@ -45,23 +45,20 @@ adds them up.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import json
 import os
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
 from langchain_core.retrievers import BaseRetriever
 
-from noterag._fs import atomic_write_json, atomic_write_lines, fsync_dir
+from noterag._fs import atomic_write_json, atomic_write_lines
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+from noterag.eval import loop
 from noterag.eval.report import (
     RESULTS_FILE,
     RUN_FILE,
@@ -77,7 +74,6 @@ from noterag.eval.report import (
 from noterag.methods import METHODS
 from noterag.models.errors import fatal_error, one_line_error
 from noterag.retrievers.indexdir import index_identity
-from noterag.retrievers.spec import normalize_spec
 
 # run.json fields that must match for a run to resume; the others (limit, questions, times)
 # describe the current invocation.
@@ -157,15 +153,15 @@ def run_eval(
     if shard_of is not None:
         examples = [ex for ex in examples if in_shard(ex.id, shard_of)]
     tasks = _check_tasks(method, context, examples, Path(dataset))
-    index_spec = _index_spec(index)
-    label = model_label or _model_label(model)
+    index_spec = loop.index_spec(index)
+    label = model_label or loop.model_label(model)
     slots = endpoint_slots(label)
     concurrency = concurrency or slots or DEFAULT_CONCURRENCY
     config = {
         "method": method,
         "dataset": str(Path(dataset).expanduser().resolve()),
         "format": format,
-        "index": _index_label(index_spec),
+        "index": loop.index_label(index_spec),
         "model": label,
         "context": context,
         "fair_topk_from": (
@@ -237,31 +233,27 @@ def run_eval(
     todo = [ex for ex in examples if ex.id not in done]
 
     scope = {ex.id for ex in examples}
-    meter = _Progress(
-        console, progress, total=len(examples), done=[r for i, r in done.items() if i in scope]
+    meter = loop.Progress(
+        console,
+        progress,
+        total=len(examples),
+        label="eval",
+        stats_of=_stats,
+        done=[r for i, r in done.items() if i in scope],
     )
     if todo and n_workers > 1:
         _run_in_workers(build, todo, config, concurrency, n_workers, run_dir, meter, index_build)
     elif todo:
-        watch = _IndexWatch(index_build)
         graph = build()
 
         async def main() -> None:
-            # BM25 searches and sync-only models run on the loop's default executor, whose
-            # default size (CPUs + 4) would cap the concurrency on a small machine.
-            executor = ThreadPoolExecutor(
-                max(32, concurrency * 2), thread_name_prefix="noterag-eval"
-            )
-            asyncio.get_running_loop().set_default_executor(executor)
-            writer = _ResultsWriter(run_dir / RESULTS_FILE)
-            try:
-                await _run_all(graph, todo, config, concurrency, writer, meter, watch)
-            finally:
-                writer.close()
-                executor.shutdown(wait=False)
+            with _Keeper(run_dir, index_build) as keep:
+                await loop.run_questions(
+                    todo, concurrency, lambda ex: answer_one(graph, ex, config), keep, meter
+                )
 
         with meter:
-            _event_loop().run(main())
+            loop.run_on_loop(main, max(32, concurrency * 2), "noterag-eval")
     return summarize(run_dir)
 
 
@@ -272,42 +264,29 @@ def _run_in_workers(
     concurrency: int,
     n_workers: int,
     run_dir: Path,
-    meter: _Progress,
+    meter: loop.Progress,
     index_build: dict[str, str],
 ) -> None:
     """``todo`` over worker processes (``noterag.eval.workers``); this process keeps the one
     writer, the index check and the progress bar."""
     from noterag.eval.workers import WorkerSetup, run_workers
 
-    watch = _IndexWatch(index_build)
-    writer = _ResultsWriter(run_dir / RESULTS_FILE)
-
-    def keep(row: dict[str, Any]) -> None:
-        watch.check()  # an answer is kept only if the index it may have read is the run's
-        try:
-            writer.append(row)
-        except OSError as exc:
-            raise _Abort(
-                RunDirError(
-                    f"cannot write {writer.path}: {exc.strerror or exc}; the rows written "
-                    "before are kept"
-                )
-            ) from None
-        meter.advance(row)
-
     def stopped_after() -> str:
         return f"stopped after {meter.count} of {meter.total} questions"
 
     setup = WorkerSetup(build_graph=build, config=config, concurrency=concurrency)
-    try:
-        with meter:
-            # fork copies only this thread: the workers have no bar (they never print).
-            run_workers(setup, todo, n_workers, keep, stopped_after)
-    except _Abort as abort:
-        resume = "; run the same command again to resume" if abort.resumable else ""
-        raise type(abort.error)(f"{abort.error} ({stopped_after()}{resume})") from None
-    finally:
-        writer.close()
+    with _Keeper(run_dir, index_build) as write:
+
+        def keep(row: dict[str, Any]) -> None:
+            write(row)
+            meter.advance(row)
+
+        try:
+            with meter:
+                # fork copies only this thread: the workers have no bar (they never print).
+                run_workers(setup, todo, n_workers, keep, stopped_after)
+        except loop.Abort as abort:
+            raise abort.stopped(meter) from None
 
 
 def endpoint_slots(model_label: str) -> int | None:
@@ -344,20 +323,6 @@ def _check_tasks(
                 f"{name} has {n} {task} question{'s' if n != 1 else ''}, but {exc}"
             ) from None
     return tasks
-
-
-_RUNNER: asyncio.Runner | None = None
-
-
-def _event_loop() -> asyncio.Runner:
-    """One event loop for every run of the process: a model's async HTTP client keeps pooled
-    connections bound to the loop that opened them, so a model object passed to a second
-    ``run_eval`` would fail on a closed loop if each run had its own."""
-    global _RUNNER
-    if _RUNNER is None:
-        _RUNNER = asyncio.Runner()
-        atexit.register(_RUNNER.close)
-    return _RUNNER
 
 
 def fair_top_k(method: str, run_dir: str | os.PathLike[str], context: dict[str, Any]) -> int:
@@ -424,17 +389,7 @@ def _check_run_dir(
         return None, []
     if config_path.is_file():
         previous = _read_config(config_path)
-        differences = [
-            f"{key} {_show(previous.get(key))} → {_show(config[key])}"
-            for key in COMPARED
-            if previous.get(key) != config[key]
-        ]
-        if differences:
-            raise RunDirError(
-                f"{run_dir} holds a run with another configuration ({'; '.join(differences)}); "
-                "resume it with the same settings, choose a new --out, or pass --force to start "
-                "it over"
-            )
+        loop.check_same_config(run_dir, previous, config, COMPARED)
         bound = previous.get("index_build")
         if isinstance(bound, dict):
             for directory, build in bound.items():
@@ -511,12 +466,12 @@ def _open_run_dir(
     with _writing(run_dir):
         run_dir.mkdir(parents=True, exist_ok=True)
     with _writing(results_path):
-        rows = _repair_results(results_path) if previous is not None else []
+        rows = loop.repair_lines(results_path) if previous is not None else []
         kept = [
             row for row in rows if row["id"] not in drop and not (retry_errors and row.get("error"))
         ]
         if len(kept) < len(rows):
-            atomic_write_lines(results_path, (_encode(row) for row in kept))
+            atomic_write_lines(results_path, (loop.encode_row(row) for row in kept))
     from noterag import __version__
 
     with _writing(run_dir / RUN_FILE):
@@ -542,78 +497,29 @@ def _read_config(path: Path) -> dict[str, Any]:
     return value
 
 
-def _show(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _repair_results(path: Path) -> list[dict[str, Any]]:
-    """The finished rows; a half-written tail (crash mid-write) is truncated away so that the
-    next row starts on a line of its own."""
-    rows, valid_end = scan_results(path)
-    if path.exists() and path.stat().st_size > valid_end:
-        with open(path, "r+b") as f:
-            f.truncate(valid_end)
-            f.flush()
-            os.fsync(f.fileno())
-    return rows
-
-
-def _encode(row: dict[str, Any]) -> bytes:
-    # One line: json.dumps escapes newlines inside strings.
-    return (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
-
-
-class _ResultsWriter:
-    """The one writer of results.jsonl: each row goes out in a single write of its whole line,
-    fsynced before the next, so a crash leaves at most one partial last line.
-
-    It writes on the event loop's thread, not in a worker: the loop runs one coroutine at a
-    time, so rows cannot interleave, and no write is left running in a thread when an aborted
-    run cancels its questions and closes the file. An fsync costs milliseconds; a question
-    costs seconds."""
+class _ResultsWriter(loop.LineWriter):
+    """The one writer of results.jsonl (``loop.LineWriter``); a file it cannot open is one line
+    naming it."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        existed = path.exists()
         with _writing(path):
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            if not existed:
-                fsync_dir(path.parent)
-
-    def append(self, row: dict[str, Any]) -> None:
-        view = memoryview(_encode(row))
-        while view:  # a regular file takes it in one go; the loop is for the rare short write
-            view = view[os.write(self._fd, view) :]
-        os.fsync(self._fd)
-
-    def close(self) -> None:
-        os.close(self._fd)
+            super().__init__(path)
 
 
-# --------------------------------------------------------------------------- running
+class _Keeper:
+    """Keeps an answer (``keep(row)``): only if the index it may have read is still the run's
+    (``index_identity``: a rebuild during the run stops it before the next answer is written),
+    appended to results.jsonl, a write that fails stopping the run."""
 
-
-class _Abort(Exception):
-    """An error that would fail every question: stop the run. ``resumable``: the same command
-    can go on once the cause is gone (an endpoint back up, disk space freed)."""
-
-    def __init__(self, error: NoteragError, *, resumable: bool = True) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.resumable = resumable
-
-
-class _IndexWatch:
-    """The index identities the run is bound to, checked again before each answer is kept."""
-
-    def __init__(self, bound: dict[str, str]) -> None:
+    def __init__(self, run_dir: Path, bound: dict[str, str]) -> None:
         self.bound = bound
+        self.writer = _ResultsWriter(run_dir / RESULTS_FILE)
 
-    def check(self) -> None:
+    def __call__(self, row: dict[str, Any]) -> None:
         for directory, build in self.bound.items():
             now = index_identity(directory)
             if now != build:
-                raise _Abort(
+                raise loop.Abort(
                     IndexChangedError(
                         f"the index at {directory} was rebuilt or changed during the run (build "
                         f"{build} → {now or 'none'}), so the answers from then on could come "
@@ -623,48 +529,21 @@ class _IndexWatch:
                     ),
                     resumable=False,
                 )
+        try:
+            self.writer.append(row)
+        except OSError as exc:
+            raise loop.Abort(
+                RunDirError(
+                    f"cannot write {self.writer.path}: {exc.strerror or exc}; the rows written "
+                    "before are kept"
+                )
+            ) from None
 
+    def __enter__(self) -> Self:
+        return self
 
-async def _run_all(
-    graph: Any,
-    todo: Sequence[Any],
-    config: dict[str, Any],
-    concurrency: int,
-    writer: _ResultsWriter,
-    meter: _Progress,
-    watch: _IndexWatch,
-) -> None:
-    semaphore = asyncio.Semaphore(concurrency)
-
-    async def one(example: Any) -> None:
-        async with semaphore:
-            row = await answer_one(graph, example, config)
-            # An answer is kept only if the index it may have read is still the run's.
-            watch.check()
-            try:
-                writer.append(row)
-            except OSError as exc:
-                raise _Abort(
-                    RunDirError(
-                        f"cannot write {writer.path}: {exc.strerror or exc}; the rows written "
-                        "before are kept"
-                    )
-                ) from None
-        meter.advance(row)
-
-    try:
-        async with asyncio.TaskGroup() as group:
-            for example in todo:
-                group.create_task(one(example))
-    except BaseExceptionGroup as failed:
-        # The group cancelled the other questions; report the cause, not the group.
-        aborts = [e for e in failed.exceptions if isinstance(e, _Abort)]
-        if not aborts:
-            raise failed.exceptions[0] from None
-        resume = "; run the same command again to resume" if aborts[0].resumable else ""
-        raise type(aborts[0].error)(
-            f"{aborts[0].error} (stopped after {meter.count} of {meter.total} questions{resume})"
-        ) from None
+    def __exit__(self, *exc: object) -> None:
+        self.writer.close()
 
 
 async def answer_one(graph: Any, example: Any, config: dict[str, Any]) -> dict[str, Any]:
@@ -684,9 +563,9 @@ async def answer_one(graph: Any, example: Any, config: dict[str, Any]) -> dict[s
         except Exception as exc:  # recorded in the row, unless fatal for all
             fatal = fatal_error(exc)
             if fatal is not None:
-                raise _Abort(fatal) from exc
+                raise loop.Abort(fatal) from exc
             if isinstance(exc, IndexNotFoundError):  # gone or damaged: every question would fail
-                raise _Abort(exc, resumable=False) from exc
+                raise loop.Abort(exc, resumable=False) from exc
             state, error = {}, one_line_error(exc)
     latency = time.perf_counter() - clock
     state = state | {"retries": retries.value}
@@ -759,18 +638,6 @@ def result_row(
 # --------------------------------------------------------------------------- configuration
 
 
-def _index_spec(index: Any) -> Any:
-    """The canonical retriever spec for ``index`` (``noterag.retrievers.spec``: a bare directory
-    becomes "bm25:/abs/DIR" or "dense:/abs/DIR" by its manifest), the object itself, or None
-    (NOTERAG_INDEX, else the sample corpus, as ``build_graph``)."""
-    if index is None:
-        env = os.environ.get("NOTERAG_INDEX")
-        index = env or None
-    if index is None or isinstance(index, BaseRetriever):
-        return index
-    return normalize_spec(index)
-
-
 def index_identities(retriever: Any) -> dict[str, str]:
     """The identity of every index directory behind ``retriever`` (a hybrid's parts too), by
     absolute path: what a run is bound to (``index_identity``). Retrievers without a directory
@@ -791,99 +658,18 @@ def index_identities(retriever: Any) -> dict[str, str]:
     return found
 
 
-def _index_label(spec: Any) -> str:
-    if spec is None:
-        return "sample"
-    if isinstance(spec, BaseRetriever):
-        return type(spec).__name__
-    return str(spec)
-
-
-def _model_label(model: Any) -> str:
-    if model is None:
-        model = os.environ.get("NOTERAG_MODEL", "local")
-    if isinstance(model, str):
-        return model.strip()
-    name = getattr(model, "model_name", None) or getattr(model, "model", None)
-    return name if isinstance(name, str) and name else type(model).__name__
-
-
 # --------------------------------------------------------------------------- progress
 
 
-@dataclass
-class _Progress:
-    """Done / total, the running metrics and costs per question, ETA: a rich bar on a terminal,
-    a line every tenth of the run elsewhere (logs)."""
-
-    console: Any
-    enabled: bool
-    total: int
-    done: list[dict[str, Any]] = field(default_factory=list)
-    _bar: Any = None
-    _task: Any = None
-    _every: int = 1
-
-    def __post_init__(self) -> None:
-        if self.console is None:
-            from rich.console import Console
-
-            self.console = Console(stderr=True, highlight=False, soft_wrap=True)
-        self._every = max(1, self.total // 10)
-
-    @property
-    def count(self) -> int:
-        return len(self.done)
-
-    def __enter__(self) -> Self:
-        if self.enabled and self.console.is_terminal:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._bar = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[stats]}"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=self.console,
-            )
-            self._bar.start()
-            self._task = self._bar.add_task(
-                "eval", total=self.total, completed=self.count, stats=self.stats()
-            )
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-
-    def advance(self, row: dict[str, Any]) -> None:
-        self.done.append(row)
-        if self._bar is not None:
-            self._bar.update(self._task, advance=1, stats=self.stats())
-        elif self.enabled and (self.count % self._every == 0 or self.count == self.total):
-            self.console.print(f"{self.count}/{self.total} · {self.stats()}")
-
-    def stats(self) -> str:
-        if not self.done:
-            return ""
-        parts = [f"{metric_label(k)} {v:.1f}" for k, v in metric_means(self.done).items()]
-        answered = [row for row in self.done if not row.get("error")]
-        if answered:
-            calls = sum(row["llm_calls"] for row in answered) / len(answered)
-            tokens = sum(row["prompt_tokens"] + row["completion_tokens"] for row in answered)
-            parts.append(f"{calls:.1f} calls/q · {tokens / len(answered):,.0f} tok/q")
-        failed = self.count - len(answered)
-        if failed:
-            parts.append(f"[red]{failed} failed[/]")
-        return " · ".join(parts)
+def _stats(done: list[dict[str, Any]]) -> str:
+    """The progress line's figures: the running metrics, calls and tokens per question."""
+    parts = [f"{metric_label(k)} {v:.1f}" for k, v in metric_means(done).items()]
+    answered = [row for row in done if not row.get("error")]
+    if answered:
+        calls = sum(row["llm_calls"] for row in answered) / len(answered)
+        tokens = sum(row["prompt_tokens"] + row["completion_tokens"] for row in answered)
+        parts.append(f"{calls:.1f} calls/q · {tokens / len(answered):,.0f} tok/q")
+    failed = len(done) - len(answered)
+    if failed:
+        parts.append(f"[red]{failed} failed[/]")
+    return " · ".join(parts)

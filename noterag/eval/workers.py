@@ -33,7 +33,6 @@ import pickle
 import signal
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -122,13 +121,11 @@ def _worker_main(
 
 
 async def _serve(conn: Connection, graph: Any, setup: WorkerSetup) -> None:
-    from noterag.eval.runner import _Abort, answer_one
+    from noterag.eval.loop import Abort, use_threads
+    from noterag.eval.runner import answer_one
 
     loop = asyncio.get_running_loop()
-    # As the single-process run: BM25 searches and sync models run on the default executor.
-    loop.set_default_executor(
-        ThreadPoolExecutor(max(32, setup.concurrency * 2), thread_name_prefix="noterag-eval")
-    )
+    use_threads(max(32, setup.concurrency * 2), "noterag-eval")  # as the single-process run
     inbox: asyncio.Queue[Any] = asyncio.Queue()
 
     def read() -> None:
@@ -150,7 +147,7 @@ async def _serve(conn: Connection, graph: Any, setup: WorkerSetup) -> None:
     async def one(example: Any) -> None:
         try:
             row = await answer_one(graph, example, setup.config)
-        except _Abort as abort:
+        except Abort as abort:
             send(("abort", _portable(abort.error), abort.resumable))
             return
         except Exception as exc:  # noqa: BLE001 - a bug: reported by the parent, not lost
@@ -256,10 +253,10 @@ def _serve_crew(
                 with contextlib.suppress(OSError):  # a worker that died meanwhile: EOF next
                     give(worker, 1)
             elif kind == "abort":
-                from noterag.eval.runner import _Abort
+                from noterag.eval.loop import Abort
 
                 error, resumable = payload
-                raise _Abort(error, resumable=resumable)
+                raise Abort(error, resumable=resumable)
 
 
 def _crash_message(dead: Sequence[_Worker], left: int, stopped_after: str) -> str:

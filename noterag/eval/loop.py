@@ -1,0 +1,308 @@
+"""A run over questions, durably and concurrently: what ``noterag eval`` (``noterag.eval.runner``)
+and ``noterag align data`` (``noterag.align.data``) share.
+
+* ``run_questions``: ``concurrency`` questions at once on one event loop; each answer is
+  kept (written) as it comes, then the progress advances; an ``Abort`` (an error that would
+  fail every question) stops the run, saying how far it got.
+* ``LineWriter``: the one writer of a JSON-lines file: each row (or batch) in a single write of
+  whole lines, fsynced before the next, so a crash leaves at most one partial last line, which
+  ``repair_lines`` cuts away on resume.
+* ``Progress``: done / total and the run's running figures, a rich bar on a terminal, a line
+  every tenth of the run elsewhere (logs).
+* ``run_on_loop``: one event loop for every run of the process, with a default executor large
+  enough for the concurrency.
+* ``index_spec``, ``index_label``, ``model_label``: how a run names its index and its model in
+  its ``run.json``; ``check_same_config``: a resume refused when they (or the settings) differ.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import os
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+from noterag._fs import fsync_dir
+from noterag.errors import NoteragError
+from noterag.eval.report import RunDirError, scan_results
+
+# --------------------------------------------------------------------------- files
+
+
+def encode_row(row: dict[str, Any]) -> bytes:
+    # One line: json.dumps escapes newlines inside strings.
+    return (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
+
+
+class LineWriter:
+    """Appends JSON lines to one file, each ``append`` / ``extend`` in one write, fsynced before
+    the next.
+
+    It writes on the event loop's thread, not in a worker: the loop runs one coroutine at a
+    time, so rows cannot interleave, and no write is left running in a thread when an aborted
+    run cancels its questions and closes the file. An fsync costs milliseconds; a question
+    costs seconds."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        existed = path.exists()
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if not existed:
+            fsync_dir(path.parent)
+
+    def append(self, row: dict[str, Any]) -> None:
+        self._write(encode_row(row))
+
+    def extend(self, rows: Iterable[dict[str, Any]]) -> None:
+        data = b"".join(encode_row(row) for row in rows)
+        if data:
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # a regular file takes it in one go; the loop is for the rare short write
+            view = view[os.write(self._fd, view) :]
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def repair_lines(path: Path) -> list[dict[str, Any]]:
+    """The finished rows of a JSON-lines file; a half-written tail (crash mid-write) is
+    truncated away so that the next row starts on a line of its own."""
+    rows, valid_end = scan_results(path)
+    if path.exists() and path.stat().st_size > valid_end:
+        with open(path, "r+b") as f:
+            f.truncate(valid_end)
+            f.flush()
+            os.fsync(f.fileno())
+    return rows
+
+
+# --------------------------------------------------------------------------- running
+
+
+class Abort(Exception):
+    """An error that would fail every question: stop the run. ``resumable``: the same command
+    can go on once the cause is gone (an endpoint back up, disk space freed)."""
+
+    def __init__(self, error: NoteragError, *, resumable: bool = True) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.resumable = resumable
+
+    def stopped(self, meter: Progress) -> NoteragError:
+        """The error as the user reads it: with how far the run got and whether to resume."""
+        resume = "; run the same command again to resume" if self.resumable else ""
+        return type(self.error)(
+            f"{self.error} (stopped after {meter.count} of {meter.total} questions{resume})"
+        )
+
+
+async def run_questions(
+    todo: Sequence[Any],
+    concurrency: int,
+    answer: Callable[[Any], Awaitable[dict[str, Any]]],
+    keep: Callable[[dict[str, Any]], None],
+    meter: Progress,
+) -> None:
+    """``answer`` every question of ``todo``, ``concurrency`` at once; ``keep`` each row as it
+    comes (within the question's slot: a question is done once its row is written), then
+    advance ``meter``. Raises the error of the first ``Abort``, saying how far the run got."""
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(example: Any) -> None:
+        async with semaphore:
+            row = await answer(example)
+            keep(row)
+        meter.advance(row)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for example in todo:
+                group.create_task(one(example))
+    except BaseExceptionGroup as failed:
+        # The group cancelled the other questions; report the cause, not the group.
+        aborts = [e for e in failed.exceptions if isinstance(e, Abort)]
+        if not aborts:
+            raise failed.exceptions[0] from None
+        raise aborts[0].stopped(meter) from None
+
+
+_RUNNER: asyncio.Runner | None = None
+
+
+def event_loop() -> asyncio.Runner:
+    """One event loop for every run of the process: a model's async HTTP client keeps pooled
+    connections bound to the loop that opened them, so a model object passed to a second run
+    would fail on a closed loop if each run had its own."""
+    global _RUNNER
+    if _RUNNER is None:
+        _RUNNER = asyncio.Runner()
+        atexit.register(_RUNNER.close)
+    return _RUNNER
+
+
+def use_threads(threads: int, prefix: str) -> ThreadPoolExecutor:
+    """Give the running loop a default executor of ``threads``: BM25 searches and sync-only
+    models run on it, and its default size (CPUs + 4) would cap the concurrency on a small
+    machine."""
+    executor = ThreadPoolExecutor(threads, thread_name_prefix=prefix)
+    asyncio.get_running_loop().set_default_executor(executor)
+    return executor
+
+
+def run_on_loop(main: Callable[[], Coroutine[Any, Any, None]], threads: int, prefix: str) -> None:
+    """Run ``main()`` on the process's event loop with ``use_threads(threads)``."""
+
+    async def with_threads() -> None:
+        executor = use_threads(threads, prefix)
+        try:
+            await main()
+        finally:
+            executor.shutdown(wait=False)
+
+    event_loop().run(with_threads())
+
+
+# --------------------------------------------------------------------------- progress
+
+
+@dataclass
+class Progress:
+    """Done / total and ``stats(done rows)``: a rich bar titled ``label`` on a terminal, a line
+    every tenth of the run elsewhere (logs)."""
+
+    console: Any
+    enabled: bool
+    total: int
+    label: str
+    stats_of: Callable[[list[dict[str, Any]]], str]
+    done: list[dict[str, Any]] = field(default_factory=list)
+    _bar: Any = None
+    _task: Any = None
+    _every: int = 1
+
+    def __post_init__(self) -> None:
+        if self.console is None:
+            from rich.console import Console
+
+            self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self._every = max(1, self.total // 10)
+
+    @property
+    def count(self) -> int:
+        return len(self.done)
+
+    def __enter__(self) -> Self:
+        if self.enabled and self.console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as Bar
+
+            self._bar = Bar(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[stats]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(
+                self.label, total=self.total, completed=self.count, stats=self.stats()
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def advance(self, row: dict[str, Any]) -> None:
+        self.done.append(row)
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, stats=self.stats())
+        elif self.enabled and (self.count % self._every == 0 or self.count == self.total):
+            self.console.print(f"{self.count}/{self.total} · {self.stats()}")
+
+    def stats(self) -> str:
+        return self.stats_of(self.done) if self.done else ""
+
+
+# --------------------------------------------------------------------------- labels
+
+
+def index_spec(index: Any) -> Any:
+    """The canonical retriever spec for ``index`` (``noterag.retrievers.spec``: a bare directory
+    becomes "bm25:/abs/DIR" or "dense:/abs/DIR" by its manifest), the object itself, or None
+    (NOTERAG_INDEX, else the sample corpus, as ``build_graph``)."""
+    from langchain_core.retrievers import BaseRetriever
+
+    from noterag.retrievers.spec import normalize_spec
+
+    if index is None:
+        index = os.environ.get("NOTERAG_INDEX") or None
+    if index is None or isinstance(index, BaseRetriever):
+        return index
+    return normalize_spec(index)
+
+
+def index_label(spec: Any) -> str:
+    """How run.json names the index: its spec, "sample", or a retriever object's class."""
+    if spec is None:
+        return "sample"
+    return spec if isinstance(spec, str) else type(spec).__name__
+
+
+def model_label(model: Any) -> str:
+    """How run.json names a model: its spec (None: NOTERAG_MODEL, else "local"), else a model
+    object's name or class."""
+    if model is None:
+        model = os.environ.get("NOTERAG_MODEL", "local")
+    if isinstance(model, str):
+        return model.strip()
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    return name if isinstance(name, str) and name else type(model).__name__
+
+
+def show(value: Any) -> str:
+    """A configuration value as a message shows it (JSON, keys sorted)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def check_same_config(
+    run_dir: Path, previous: dict[str, Any], config: dict[str, Any], compared: Iterable[str]
+) -> None:
+    """Refuse to resume the run in ``run_dir`` (``previous``, its run.json) with ``config``
+    when a ``compared`` field differs, naming each difference."""
+    differences = [
+        f"{key} {show(previous.get(key))} → {show(config[key])}"
+        for key in compared
+        if previous.get(key) != config[key]
+    ]
+    if differences:
+        raise RunDirError(
+            f"{run_dir} holds a run with another configuration ({'; '.join(differences)}); "
+            "resume it with the same settings, choose a new --out, or pass --force to start "
+            "it over"
+        )
