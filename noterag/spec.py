@@ -74,7 +74,11 @@ class Deps:
         if stream:
             return model
         if role not in self._quiet:
-            self._quiet[role] = model.model_copy(update={"disable_streaming": True})
+            quiet = model.model_copy(update={"disable_streaming": True})
+            # model_copy copies LangChain's memoized serialization (BaseChatModel._serialized,
+            # what traces and cache keys show): the copy's own fields must be read again.
+            quiet.__dict__.pop("_serialized", None)
+            self._quiet[role] = quiet
         return self._quiet[role]
 
 

@@ -278,6 +278,35 @@ def test_the_cache_key_leaves_out_how_a_reply_is_fetched_not_what_it_says() -> N
     assert reply_key("[('_type', 'scripted')]") == "[('_type', 'scripted')]"
 
 
+def test_the_local_model_is_keyed_by_its_model_file_not_its_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--model local` starts llama.cpp on a free port, another each run: a replay must still
+    find the first run's replies (it asked all of them again before)."""
+    from noterag.eval.cache import reply_key
+    from noterag.models import local_server, load_chat_model
+
+    gguf = tmp_path / "smollm2.gguf"
+    gguf.write_bytes(b"weights")
+    monkeypatch.setattr(local_server, "find_local_gguf", lambda: gguf)
+    keys = []
+    for port in (41001, 41002):  # two runs, two servers
+        url = f"http://127.0.0.1:{port}/v1"
+        monkeypatch.setattr(local_server, "local_server_url", lambda url=url: url)
+        model = load_chat_model(f"openai:{local_server.LOCAL_MODEL_NAME}@{url}")
+        keys.append(reply_key(model._get_llm_string()))
+    assert keys[0] == keys[1]
+    assert "41001" not in keys[0] and "local:smollm2.gguf:7" in keys[0]
+    # an endpoint that is not the local server keeps its URL: another port, another server
+    other = load_chat_model("openai:smollm2@http://127.0.0.1:41003/v1")
+    assert "41003" in reply_key(other._get_llm_string())
+    gguf.write_bytes(b"other weights")  # another model file (NOTERAG_LOCAL_GGUF): other replies
+    url = "http://127.0.0.1:41004/v1"
+    monkeypatch.setattr(local_server, "local_server_url", lambda: url)
+    model = load_chat_model(f"openai:{local_server.LOCAL_MODEL_NAME}@{url}")
+    assert reply_key(model._get_llm_string()) != keys[0]
+
+
 def test_a_cached_second_run_makes_no_request_and_gives_the_same_rows(tmp_path: Path) -> None:
     sim = _sim()
     SimModel, start = sim.SimModel, sim.start

@@ -11,7 +11,8 @@ in WAL mode so that the worker processes of one run (``--workers``) and parallel
 and write the one file at once.
 
 The key leaves out the model fields that change how a reply is fetched, not what it says
-(``_TRANSPORT``: streaming, timeouts, retries). Besides letting a rerun with another
+(``_TRANSPORT``: streaming, timeouts, retries), and names the local llama.cpp server
+(``--model local``, a new port each run) by the GGUF file it serves rather than its URL. Besides letting a rerun with another
 ``--timeout`` replay, this keeps the key stable: LangChain memoizes a model's serialization
 (``BaseChatModel._serialized``, a ``cached_property``) and pydantic's ``model_copy`` copies the
 memo, so the never-streaming copy noterag makes of a model for its internal calls
@@ -84,18 +85,36 @@ _TRANSPORT = frozenset(
 @lru_cache(maxsize=256)
 def reply_key(llm_string: str) -> str:
     """LangChain's ``llm_string`` (the model's serialization as JSON, ``---``, the call's
-    parameters) without the ``_TRANSPORT`` fields; a model without them keeps LangChain's own
-    key, and so does a model LangChain cannot serialize (its key is not JSON)."""
+    parameters) without the ``_TRANSPORT`` fields, and with the local server's URL named by
+    the model file it serves; a model without either keeps LangChain's own key, and so does a
+    model LangChain cannot serialize (its key is not JSON)."""
     try:
         serialized, end = json.JSONDecoder().raw_decode(llm_string)
     except ValueError:
         return llm_string
     kwargs = serialized.get("kwargs") if isinstance(serialized, dict) else None
-    if not isinstance(kwargs, dict) or not _TRANSPORT & kwargs.keys():
+    if not isinstance(kwargs, dict):
         return llm_string
     kept = {key: value for key, value in kwargs.items() if key not in _TRANSPORT}
+    if (local := _local_endpoint()) and kept.get("openai_api_base") == local[0]:
+        kept["openai_api_base"] = local[1]
+    if kept == kwargs:
+        return llm_string
     # sort_keys, as LangChain writes it (_get_llm_string)
     return json.dumps(serialized | {"kwargs": kept}, sort_keys=True) + llm_string[end:]
+
+
+def _local_endpoint() -> tuple[str, str] | None:
+    """The running local server's base URL and what stands for it in a key: ``--model local``
+    starts llama.cpp on a free port, another each run, so its URL would make every run's keys
+    new; the GGUF file it serves (name and size) is what decides its replies."""
+    from noterag.models.local_server import find_local_gguf, local_server_url
+
+    url = local_server_url()
+    if url is None:
+        return None
+    gguf = find_local_gguf()
+    return url, f"local:{gguf.name}:{gguf.stat().st_size}"
 
 
 def _tokens(generations: Sequence[Any]) -> int:
