@@ -284,7 +284,7 @@ def test_the_local_model_is_keyed_by_its_model_file_not_its_port(
     """`--model local` starts llama.cpp on a free port, another each run: a replay must still
     find the first run's replies (it asked all of them again before)."""
     from noterag.eval.cache import reply_key
-    from noterag.models import local_server, load_chat_model
+    from noterag.models import load_chat_model, local_server
 
     gguf = tmp_path / "smollm2.gguf"
     gguf.write_bytes(b"weights")
