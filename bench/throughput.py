@@ -178,7 +178,7 @@ def main() -> None:
         for method in args.methods.split(","):
             # warm-up: imports, first graph build, connection pool
             bench_run(method, 2, 2, dataset, sim, index, Path(tmp) / "warm")
-            for c in (int(x) for x in args.concurrency.split(",")):
+            for c in (int(x) for x in args.concurrency.split(",") if x):  # "": workers only
                 n = (
                     args.questions
                     if c > 1 or method in FAST

@@ -23,6 +23,7 @@ from noterag.cli.local import guard_of
 from noterag.cli.options import (
     IndexOption,
     MaxRetriesOption,
+    ModelOption,
     ProfileName,
     PromptOption,
     SkipModelCheckOption,
@@ -54,16 +55,7 @@ def ask_command(
     question: Annotated[str, typer.Argument(help="The question to answer.", show_default=False)],
     method: Annotated[str, method_option()] = "deepnote",
     index: IndexOption = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            help="Chat model: 'local' (SmolLM2-135M served on 127.0.0.1, needs the "
-            "'local' extra), 'openai:NAME' (OpenAI-compatible endpoint from OPENAI_BASE_URL / "
-            "OPENAI_API_KEY) or 'openai:NAME@URL'. Default: $NOTERAG_MODEL, else local.",
-            show_default=False,
-        ),
-    ] = None,
+    model: ModelOption = None,
     top_k: Annotated[
         int | None,
         typer.Option(

@@ -17,8 +17,12 @@ from noterag.cli.local import guard_of
 from noterag.cli.options import (
     FormatOption,
     IndexOption,
+    LimitOption,
     MaxRetriesOption,
+    ModelOption,
     PromptOption,
+    QuietOption,
+    RetryErrorsOption,
     TimeoutOption,
     method_option,
     model_settings,
@@ -59,12 +63,7 @@ def eval_command(
         ),
     ],
     index: IndexOption = None,
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            "--limit", "-n", min=1, help="Only the first N questions.", show_default=False
-        ),
-    ] = None,
+    limit: LimitOption = None,
     concurrency: Annotated[
         int | None,
         typer.Option(
@@ -77,15 +76,7 @@ def eval_command(
             show_default=False,
         ),
     ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            help="Chat model: 'local', 'openai:NAME' or 'openai:NAME@URL' (as for `ask`). "
-            "Default: $NOTERAG_MODEL, else local.",
-            show_default=False,
-        ),
-    ] = None,
+    model: ModelOption = None,
     timeout: TimeoutOption = None,
     max_retries: MaxRetriesOption = None,
     extra: Annotated[
@@ -109,10 +100,7 @@ def eval_command(
     ] = None,
     prompts: PromptOption = None,
     dataset_format: FormatOption = None,
-    retry_errors: Annotated[
-        bool,
-        typer.Option("--retry-errors", help="On resume, run the questions that failed again."),
-    ] = False,
+    retry_errors: RetryErrorsOption = False,
     rerun_changed: Annotated[
         bool,
         typer.Option(
@@ -135,9 +123,7 @@ def eval_command(
         bool,
         typer.Option("--force", help="Start the run directory over, discarding its results."),
     ] = False,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress on stderr, only errors.")
-    ] = False,
+    quiet: QuietOption = False,
     workers: Annotated[
         str,
         typer.Option(
@@ -225,9 +211,7 @@ def merge_command(
         Path,
         typer.Option("--out", "-o", help="The merged run directory.", show_default=False),
     ],
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace a run already in --out.")
-    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace a run already in --out.")] = False,
 ) -> None:
     """Merge the shards of one evaluation into one run directory, after checking they agree
     (method, settings, model, index, questions) and are disjoint and complete."""
@@ -278,8 +262,7 @@ def compare_command(
         Path | None,
         typer.Option(
             "--baseline",
-            help="The run the others are tested against (one of the RUN_DIRs). Default: the "
-            "first.",
+            help="The run the others are tested against (one of the RUN_DIRs). Default: the first.",
             show_default=False,
         ),
     ] = None,
