@@ -1,8 +1,8 @@
 """Chat models: build one from a spec, run the offline model, explain connection failures.
 
 * ``spec``: ``load_chat_model`` and the spec forms it accepts (``"openai:<model>"``,
-  ``"openai:<model>@<base_url>"``, ``"local"``, a LangChain chat model, ``None`` for
-  ``$NOTERAG_MODEL``), ``ModelSettings``, ``OpenAICompatibleChat``;
+  ``"openai:<model>@<base_url>"``, ``"local"``, ``"hf:<dir>"``, a LangChain chat model,
+  ``None`` for ``$NOTERAG_MODEL``), ``ModelSettings``, ``OpenAICompatibleChat``;
 * ``retries``: ``count_retries`` and the HTTP hooks that count the client's own retries;
 * ``local_server``: the llama.cpp server process behind ``"local"``;
 * ``errors``: ``friendly_model_error`` turns the endpoint problems among the openai exceptions
