@@ -2,8 +2,9 @@
 resumed) and of `noterag index` (then loaded and rebuilt).
 
 The kill points are drawn from a seeded random generator, so a failing round can be replayed;
-they are spread over the work (after a random number of result rows, or a random fraction of
-a measured build) rather than over the interpreter's start-up. Nothing asserts on time.
+they are spread over the work (after a random number of result rows plus a random fraction of
+a question's measured latency, or a random fraction of a measured build) rather than over the
+interpreter's start-up. Nothing asserts on time.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +64,11 @@ def _wait_for(condition: Any, proc: subprocess.Popen, what: str) -> bool:
     pytest.fail(f"gave up waiting for {what}")
 
 
-def _kill_when(proc: subprocess.Popen, ready: Any, delay: float) -> bool:
-    """SIGKILL ``proc`` ``delay`` seconds after ``ready()``; True when it had already exited
-    (successfully: anything else fails the test)."""
+def _kill_when(proc: subprocess.Popen, ready: Any, delay: float | Callable[[], float]) -> bool:
+    """SIGKILL ``proc`` ``delay`` seconds after ``ready()`` (a callable: computed then); True
+    when it had already exited (successfully: anything else fails the test)."""
     if _wait_for(ready, proc, "the moment to kill"):
-        time.sleep(delay)
+        time.sleep(delay() if callable(delay) else delay)
     finished = proc.poll() is not None
     _kill(proc)
     stderr = proc.stderr.read().decode() if proc.stderr else ""
@@ -79,20 +82,31 @@ def _kill_when(proc: subprocess.Popen, ready: Any, delay: float) -> bool:
 # --------------------------------------------------------------------------- eval
 
 
-N_QUESTIONS = 16
+# Enough questions that each kill round's share (_kill_rounds) is a few times the questions in
+# flight (3), so that most kills land amid the share's work, not once only held questions are
+# left; each question is ~0.03 s of a run whose start-up takes seconds.
+N_QUESTIONS = 40
 
+# The environment variable that holds questions in a kill round (see _kill_rounds).
+HOLD = "NOTERAG_TEST_HOLD_FROM"
 # A deterministic DeepNote: every reply is a function of the question's number, and each call
 # sleeps a little so that a run lasts long enough to be killed in the middle of its questions.
+# With NOTERAG_TEST_HOLD_FROM=n, the first call of every question numbered n or more never
+# returns (until the process is killed): a run can then finish only the questions before n.
 MODEL_CODE = textwrap.dedent(
     """
-    import re, time
+    import os, re, threading, time
     from scripted import ScriptedModel
+
+    HOLD_FROM = int(os.environ.get("NOTERAG_TEST_HOLD_FROM") or 0)
 
     def number(prompt):
         return int(re.search(r"Question (\\d+):", prompt).group(1))
 
     def slow(reply):
         def answer(prompt):
+            if HOLD_FROM and number(prompt) >= HOLD_FROM:
+                threading.Event().wait()  # held until the test's SIGKILL
             time.sleep(0.01)
             return reply(number(prompt))
         return answer
@@ -156,29 +170,64 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+KILL_ROUNDS = 3  # as many kills as _killed_and_resumed asks for: each round kills (the hold)
+
+
+def _questions(data: Path) -> dict[str, int]:
+    """The dataset's question ids, in its order (the order a run asks them in), and the number
+    MODEL_CODE reads in each: increasing, so that holding the numbers from n on holds the
+    questions from n's on."""
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    numbers = {row["id"]: int(row["question"].split()[1].rstrip(":")) for row in rows}
+    assert list(numbers.values()) == sorted(numbers.values())
+    return numbers
+
+
 def _kill_rounds(
-    args: list[str], env: dict[str, str], results: Path, rng: random.Random, total: int
+    args: list[str],
+    env: dict[str, str],
+    results: Path,
+    rng: random.Random,
+    questions: dict[str, int],
 ) -> int:
-    """Start the run ``args`` again and again (6 times at most), each time SIGKILLed once a
-    random number of new rows is out, plus a random delay that lands between rows, inside model
+    """Start the run ``args`` again and again (KILL_ROUNDS times), each time SIGKILLed once a
+    random number of new rows is out, plus a random fraction of a question's latency (measured
+    in the rows so far, so it follows the machine's load) that lands between rows, inside model
     calls, or as a row is written. After each kill: no child process (a worker) outlives it, no
-    question is there twice, no finished row is lost. Returns the number of kills (a run that
-    finished before its kill ends the rounds)."""
+    question is there twice, no finished row is lost, and work is left. Returns the number of
+    kills.
+
+    Each round's run may finish only its share of the questions left: the model holds the rest
+    at their first call (MODEL_CODE's hold), so however late a kill lands (a slow poll, a loaded
+    machine, a long delay) it finds the run alive with work left, and no round uses up the
+    questions of the rounds after it. (Kill delays drawn in seconds raced the run: 0.15 s is
+    several rows of this model, so two rounds could take all the questions, the next kill then
+    landing in the run's shutdown or after its end, and the rounds stopped at two kills.)"""
     kills = 0
-    for _ in range(6):
-        done_before = len(_complete_rows(results))
-        if total - done_before < 2:
-            break
-        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        target = done_before + rng.randint(1, max(1, (total - done_before) // 3))
+    for round_ in range(KILL_ROUNDS):
+        done = {row["id"] for row in _complete_rows(results)}
+        left = [q for q in questions if q not in done]
+        # Up to an equal share of the questions left for each round to come, at least one
+        # question always left for the last run: held from the first question past the share.
+        share = max(1, (len(left) - 1) // (KILL_ROUNDS - round_))
+        assert share < len(left), "too few questions left for the kill rounds"
+        hold = {**env, HOLD: str(questions[left[share]])}
+        proc = subprocess.Popen(args, env=hold, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Half the share at most: the kill delay (up to a question's latency) finishes the
+        # questions in flight, and the kill should mostly land before the share is all done.
+        target = len(done) + rng.randint(1, max(1, share // 2))
         seen: list[int] = []
 
         def ready(n: int = target, pid: int = proc.pid, seen: list[int] = seen) -> bool:
             seen[:] = seen or _children(pid)
             return len(_complete_rows(results)) >= n
 
-        if _kill_when(proc, ready, rng.uniform(0, 0.15)):
-            break
+        fraction = rng.random()
+
+        def delay(fraction: float = fraction) -> float:
+            return fraction * statistics.median(r["latency_s"] for r in _complete_rows(results))
+
+        assert not _kill_when(proc, ready, delay), "a run finished with questions held"
         kills += 1
         deadline = time.monotonic() + 30
         while any(_alive(pid) for pid in seen):
@@ -186,7 +235,8 @@ def _kill_rounds(
             time.sleep(0.01)
         ids = [row["id"] for row in _complete_rows(results)]
         assert len(ids) == len(set(ids)), f"duplicated questions after a kill: {ids}"
-        assert len(ids) >= done_before  # finished rows are never lost
+        assert len(ids) >= len(done)  # finished rows are never lost
+        assert len(ids) < len(questions)  # the held questions are the next round's work
     return kills
 
 
@@ -210,7 +260,9 @@ def _killed_and_resumed(
     run = tmp_path / "run"
     args = [sys.executable, "-c", code, str(data), str(run)]
     results = run / "results.jsonl"
-    kills = _kill_rounds(args, _env(tmp_path), results, random.Random(seed), len(expected))
+    questions = _questions(data)
+    assert sorted(questions) == sorted(expected)
+    kills = _kill_rounds(args, _env(tmp_path), results, random.Random(seed), questions)
     assert kills >= 3, "too few rounds were killed to test anything"
     _finish(args, _env(tmp_path), results, expected)
     return run
