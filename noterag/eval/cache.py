@@ -10,10 +10,10 @@ JSON), written here on the standard library's sqlite3 so that no extra package i
 in WAL mode so that the worker processes of one run (``--workers``) and parallel shards read
 and write the one file at once.
 
-The key leaves out the model fields that change how a reply is fetched, not what it says
-(``_TRANSPORT``: streaming, timeouts, retries), and names the local llama.cpp server
-(``--model local``, a new port each run) by the GGUF file it serves rather than its URL. Besides letting a rerun with another
-``--timeout`` replay, this keeps the key stable: LangChain memoizes a model's serialization
+The key names the local llama.cpp server (``--model local``, a new port each run) by the GGUF
+file it serves rather than its URL, and leaves out the model fields that change how a reply is
+fetched, not what it says (``_TRANSPORT``: streaming, timeouts, retries). Besides letting a
+rerun with another ``--timeout`` replay, leaving those out keeps the key stable: LangChain memoizes a model's serialization
 (``BaseChatModel._serialized``, a ``cached_property``) and pydantic's ``model_copy`` copies the
 memo, so the never-streaming copy noterag makes of a model for its internal calls
 (``Deps.model_for``) has ``disable_streaming`` in its key only if it was copied before the
