@@ -33,6 +33,16 @@ from noterag.state import QuestionInput
 ProgressLine = Callable[[Mapping[str, Any]], Any]
 
 
+def copy_chat_model(model: Any, **update: Any) -> Any:
+    """``model.model_copy(update=update)`` that reads its own fields: pydantic's ``model_copy``
+    also copies LangChain's memoized serialization of the original (``BaseChatModel._serialized``,
+    a ``cached_property``: what traces and cache keys show), so a copy made after the original's
+    first call would still be described, and cached, as the original."""
+    copy = model.model_copy(update=update)
+    copy.__dict__.pop("_serialized", None)
+    return copy
+
+
 @dataclass(frozen=True)
 class Deps:
     """What a method's graph is built with: bound once, when the graph is built."""
@@ -74,11 +84,7 @@ class Deps:
         if stream:
             return model
         if role not in self._quiet:
-            quiet = model.model_copy(update={"disable_streaming": True})
-            # model_copy copies LangChain's memoized serialization (BaseChatModel._serialized,
-            # what traces and cache keys show): the copy's own fields must be read again.
-            quiet.__dict__.pop("_serialized", None)
-            self._quiet[role] = quiet
+            self._quiet[role] = copy_chat_model(model, disable_streaming=True)
         return self._quiet[role]
 
 

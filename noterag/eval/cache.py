@@ -50,6 +50,7 @@ from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
 from langchain_core.load import dumps, loads
 
 from noterag.errors import ConfigError
+from noterag.spec import copy_chat_model
 
 
 @dataclass
@@ -209,7 +210,4 @@ def with_cache(model: Any, cache: BaseCache) -> Any:
     as it was)."""
     if not hasattr(model, "cache"):
         raise ConfigError(f"--cache needs a LangChain chat model, not {type(model).__name__}")
-    copy = model.model_copy(update={"cache": cache})
-    # model_copy keeps LangChain's memoized serialization of the original (module docstring)
-    copy.__dict__.pop("_serialized", None)
-    return copy
+    return copy_chat_model(model, cache=cache)
