@@ -26,8 +26,8 @@ Then the orchestration's CPU floor, without HTTP: DeepNote through a scripted mo
 keyword retriever (tests/scripted.py) against a bare LangGraph loop that makes the same model
 calls (same prompts, same stage metadata) and the same retrievals through the same model and
 retriever, one graph step per call or search, under ``ainvoke`` as the eval runner does; and
-against the same loop taking the graph steps DeepNote's nodes took (20 a question: the question,
-the stop checks and steps that made no call included), each making that node's calls. Printed:
+against the same loop taking the graph steps DeepNote's nodes took (the question step and any
+step that made no call included), each making that node's calls. Printed:
 CPU ms per model call of the three and the ratios: to the first, noterag's orchestration on
 top of a minimal LangGraph loop (target <= 1.15x); to the second, what noterag adds on top of
 LangGraph's own cost of the same graph steps. The sides are timed in turn question by question

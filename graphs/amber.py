@@ -39,6 +39,7 @@ from rich.text import Text
 
 from noterag.context import AmberContext
 from noterag.nodes.amber import (
+    accumulate,
     challenger,
     chunk_filter,
     init_memory,
@@ -49,7 +50,7 @@ from noterag.nodes.amber import (
     sufficiency,
 )
 from noterag.nodes.answer import answer
-from noterag.nodes.notes import accumulate, refine_query
+from noterag.nodes.notes import refine_query
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.step import node, on_loop
 from noterag.nodes.stops import amber_stop, stop_check

@@ -1,9 +1,10 @@
 """Amber's own steps (Qin et al., 2025): the multi-granular content filter, the agent-based memory
 updater and the adaptive information collector's sufficiency decision (the paper's names).
 
-Amber reuses the note methods' shared steps: ``retrieve``, ``init_note`` (memory initialization),
-``accumulate`` (note updating), ``review`` (memory updating: does the new memory improve on the
-best one, M_opt?), ``refine_query`` (the new question, with the query log) and ``answer``. The
+Amber reuses the note methods' shared steps: ``retrieve``, their first note (memory
+initialization) and note update (memory drafting) over the filtered passages, ``review`` (memory
+updating: does the new memory improve on the best one, M_opt?), ``refine_query`` (the new
+question, with the query log) and ``answer``. The
 state key of M_opt is ``best_note``, as for every note method.
 
 What the paper leaves open, decided here:
@@ -29,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from typing import Any
 
-from noterag.nodes.notes import init_note, review
+from noterag.nodes.notes import first_note, review, updated_note
 from noterag.nodes.parsing import parse_nli
 from noterag.nodes.step import Ask, Effect, Env, StepGen
 from noterag.nodes.stops import iterations_spent
@@ -110,11 +111,17 @@ def sentence_filter(state: dict[str, Any], env: Env) -> StepGen:
 
 
 def init_memory(state: dict[str, Any], env: Env) -> StepGen:
-    """Memory initialization (t = 0): the shared init_note drafts the memory from q and the
-    filtered P_0. M_0 is empty, so the draft is the candidate the agents revise."""
-    update = yield from init_note(state, env)
+    """Memory initialization (t = 0): the note methods' first note drafts the memory from q and
+    the filtered P_0. M_0 is empty, so the draft is the candidate the agents revise."""
+    update = yield from first_note(state, env, state["passages"])
     draft = update["best_note"] if state["passages"] else None
     return {"candidate_note": draft, "steps": 0, "failures": 0}
+
+
+def accumulate(state: dict[str, Any], env: Env) -> StepGen:
+    """Memory drafting (t >= 1): the note methods' note update, m = LLM_update(q, P_t, M_opt),
+    over the filtered P_t."""
+    return (yield from updated_note(state, env, state["passages"]))
 
 
 def _agent(

@@ -8,13 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from noterag.nodes.retrieve import retrieve
 from noterag.nodes.step import Ask, Env, StepGen
+from noterag.state import Passage
 
 
 def init_note(state: dict[str, Any], env: Env) -> StepGen:
-    """Note initialization: N_0 = LLM(prompt_init(q, P_0)), stored as the best note (M_opt).
-    The initial note is never reviewed."""
-    passages = state["passages"]
+    """Note initialization: P_0 = retrieve(q), then the first note from P_0 (``first_note``)."""
+    found = yield from retrieve(state, env)
+    return found | (yield from first_note(state, env, found["passages"]))
+
+
+def first_note(state: dict[str, Any], env: Env, passages: list[Passage]) -> StepGen:
+    """N_0 = LLM(prompt_init(q, P_0)), stored as the best note (M_opt). The initial note is
+    never reviewed."""
     note = ""
     if passages or not env.profile.skip_empty_steps:
         note = yield Ask(
@@ -61,8 +68,14 @@ def refine_query(state: dict[str, Any], env: Env) -> StepGen:
 
 
 def accumulate(state: dict[str, Any], env: Env) -> StepGen:
-    """Knowledge accumulation (note updating): N_t = LLM(prompt_update(q, P_t, M_opt))."""
-    passages = state["passages"]
+    """Knowledge accumulation: P_t = retrieve(q_t) (the passages the loop has not read), then
+    the updated note from P_t (``updated_note``)."""
+    found = yield from retrieve(state, env)
+    return found | (yield from updated_note(state, env, found["passages"]))
+
+
+def updated_note(state: dict[str, Any], env: Env, passages: list[Passage]) -> StepGen:
+    """Note updating: N_t = LLM(prompt_update(q, P_t, M_opt)), the candidate the review judges."""
     if not passages and env.profile.skip_empty_steps:
         return {"candidate_note": None}
     reply = yield Ask(

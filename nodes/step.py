@@ -17,7 +17,7 @@ import asyncio
 import copy
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.retrievers import BaseRetriever
@@ -25,12 +25,13 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import get_executor_for_config, run_in_executor
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from noterag.context import RunContext, resolve_context
 from noterag.nodes.parsing import count_fallbacks, fell_back
 from noterag.profiles import Profile
 from noterag.spec import Deps, override_prompts
-from noterag.state import Passage
+from noterag.state import Passage, after_update
 
 # Internal calls must not reach `stream_mode="messages"`: only the answer's tokens do.
 NOSTREAM = "nostream"
@@ -224,8 +225,26 @@ def run_context(schema: type[RunContext], given: Any) -> RunContext:
     return ctx
 
 
-def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> Runnable:
-    """A graph node running ``step`` with ``deps`` bound, under invoke and ainvoke alike."""
+class Then(Protocol):
+    """What routes the graph at the end of a step that decides (``nodes.stops.Decision``)."""
+
+    def route(
+        self, state: Mapping[str, Any], ctx: Any, profile: Profile, update: Mapping[str, Any]
+    ) -> Command: ...
+
+
+def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None = None) -> Runnable:
+    """A graph node running ``step`` with ``deps`` bound, under invoke and ainvoke alike.
+    ``then``: the step also decides where the graph goes, from the state its update leads to
+    (one graph step, as the paper's step is one: DeepNote's adaptive retrieval decision both
+    reviews the note and decides whether to retrieve again); wire it with
+    ``destinations=then.destinations``."""
+
+    def finish(state: dict[str, Any], env: Env, update: dict[str, Any]) -> Any:
+        if then is None:
+            return update
+        after = after_update(deps.state_schema, state, update)
+        return then.route(after, env.ctx, env.profile, update)
 
     def env_now(state: Mapping[str, Any], runtime: Runtime) -> Env:
         ctx = run_context(deps.context_schema, runtime.context)
@@ -252,7 +271,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> Runnable:
 
         with count_fallbacks() as tally.fallbacks:
             update = _drive(step(state, env), perform, perform_all)
-        return update | tally.update()
+        return finish(state, env, update | tally.update())
 
     async def run_async(
         state: dict[str, Any], config: RunnableConfig, runtime: Runtime
@@ -281,7 +300,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps) -> Runnable:
                         result = await perform(request)
             except StopIteration as done:
                 update = done.value or {}
-        return update | tally.update()
+        return finish(state, env, update | tally.update())
 
     return both_ways(run_sync, run_async, name=step.__name__)
 

@@ -1,14 +1,18 @@
-"""When each method stops: its stop rule, and the routing step that applies it.
+"""When each method stops: its stop rule, and where the rule is applied.
 
-A stop rule reads the loop's counters and says why the loop stops now, or None. ``stop_check``
-turns a rule into the graph step that both decides and records why (LangGraph's ``Command``):
-it goes on to the method's next step, or to ``answer`` with ``stop_reason`` set. The rule is
-evaluated once, where the algorithm box puts the test; ``answer`` knows nothing about stopping.
+A stop rule reads the loop's counters and says why the loop stops now, or None. A ``Decision``
+applies a rule and routes on it (LangGraph's ``Command``, the decision and its reason in one
+place): on to the method's next step, or to ``answer`` with ``stop_reason`` set. It runs once,
+where the algorithm box puts the test: at the end of the paper step that decides (DeepNote's
+adaptive retrieval decision, Adaptive-Note's memory reviewer: ``node(review, deps,
+then=decision)``), or as a ``stop_check`` step of its own where the box tests apart from any
+step. ``answer`` knows nothing about stopping.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import Runnable
@@ -75,6 +79,37 @@ def single_pass(state: Mapping[str, Any], ctx: Any, profile: Profile | None = No
     return "single pass (the baseline has no loop)"
 
 
+@dataclass(frozen=True)
+class Decision:
+    """Apply ``rule``: on to ``go_on``, or to ``stop`` with the reason recorded in
+    ``stop_reason`` (and ``record(state)``'s update, e.g. a baseline's one trace entry). A node
+    that returns its ``route`` is wired with ``destinations=decision.destinations``."""
+
+    rule: StopRule
+    go_on: str
+    stop: str = "answer"
+    record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+
+    @property
+    def destinations(self) -> tuple[str, str]:
+        return (self.go_on, self.stop)
+
+    def route(
+        self,
+        state: Mapping[str, Any],
+        ctx: Any,
+        profile: Profile,
+        update: Mapping[str, Any] | None = None,
+    ) -> Command:
+        """Where to go from ``state`` (the state after ``update``, the step's own update that
+        the command carries)."""
+        why = self.rule(state, ctx, profile)
+        if why:
+            record = self.record(state) if self.record else {}
+            return Command(goto=self.stop, update={**(update or {}), "stop_reason": why, **record})
+        return Command(goto=self.go_on, update=dict(update) if update else None)
+
+
 def stop_check(
     rule: StopRule,
     deps: Deps,
@@ -83,16 +118,13 @@ def stop_check(
     stop: str = "answer",
     record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
 ) -> Runnable:
-    """The graph step that applies ``rule``: on to ``go_on``, or to ``stop`` with the reason
-    recorded in ``stop_reason`` (and ``record(state)``'s update, e.g. a baseline's one trace
-    entry). Wire it with ``destinations=(go_on, stop)``."""
+    """The graph step that applies ``rule`` (a ``Decision``) where the algorithm box tests
+    it apart from any step. Wire it with ``destinations=(go_on, stop)``."""
+    decision = Decision(rule, go_on, stop, record)
 
     def decide(state: Mapping[str, Any], runtime: Runtime) -> Command:
         ctx = run_context(deps.context_schema, runtime.context)
-        why = rule(state, ctx, deps.profile(ctx, state))
-        if why:
-            return Command(goto=stop, update={"stop_reason": why} | (record(state) if record else {}))
-        return Command(goto=go_on)
+        return decision.route(state, ctx, deps.profile(ctx, state))
 
     decide.__name__ = decide.__qualname__ = "stop_check"
     return on_loop(decide)

@@ -60,6 +60,8 @@ class Deps:
     # stage -> model role where one role serves several stages (ReSP's reasoner: judge, plan);
     # a stage not listed is its own role
     stage_roles: Mapping[str, str] = field(default_factory=dict)
+    # the method's state schema: how a step's update merges (noterag.state.after_update)
+    state_schema: type = dict
     _quiet: dict[str, BaseChatModel] = field(default_factory=dict, repr=False, compare=False)
 
     def profile(self, ctx: Any, state: Mapping[str, Any]) -> Profile:
@@ -168,6 +170,7 @@ class MethodSpec:
             official_code=self.official_code,
             paper_profile=self.paper_profile,
             stage_roles=self.stage_roles,
+            state_schema=self.state,
         )
 
     def build(

@@ -6,11 +6,14 @@ break with the latter. Reducers only where values accumulate; loop counters are 
 
 from __future__ import annotations
 
+import functools
 import operator
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from langgraph.types import Overwrite
 from typing_extensions import NotRequired, TypedDict  # noqa: UP035 -- see the docstring
 
 
@@ -31,6 +34,34 @@ def add_counts(left: dict[str, int] | None, right: dict[str, int] | None) -> dic
     for key, count in (right or {}).items():
         merged[key] = merged.get(key, 0) + count
     return merged
+
+
+@functools.cache
+def reducers(schema: type) -> dict[str, Callable[[Any, Any], Any]]:
+    """The fields of a state schema that merge an update (``Annotated[T, reducer]``), and how."""
+    found: dict[str, Callable[[Any, Any], Any]] = {}
+    for key, hint in get_type_hints(schema, include_extras=True).items():
+        if get_origin(hint) is NotRequired:
+            hint = get_args(hint)[0]
+        if get_origin(hint) is Annotated and callable(reduce := get_args(hint)[-1]):
+            found[key] = reduce
+    return found
+
+
+def after_update(schema: type, state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """The state that ``update`` leads to, as LangGraph applies it (a field with a reducer
+    merges the update in, any other field takes it): what a decision taken in the same step as
+    the update reads."""
+    merge = reducers(schema)
+    after = dict(state)
+    for key, value in update.items():
+        if isinstance(value, Overwrite):
+            after[key] = value.value
+        elif key in merge and key in after:
+            after[key] = merge[key](after[key], value)
+        else:
+            after[key] = value
+    return after
 
 
 class Passage(TypedDict):

@@ -51,6 +51,47 @@ def test_deepnote_stops_at_max_steps_when_every_note_improves():
     assert sum(entry["llm_calls"] for entry in out["trace"]) + 1 == out["llm_calls"]
 
 
+@pytest.mark.parametrize("method", ["deepnote", "adaptive-note"])
+def test_one_graph_step_per_paper_step_and_the_review_decides(method: str):
+    """Note initialization and knowledge accumulation search inside their own step; the
+    adaptive retrieval decision (review) routes, with its reason, in its own step."""
+    model = ScriptedModel(script=script())
+    graph = noterag.build_graph(method, model=model, retriever=KeywordRetriever(passages=CORPUS))
+    updates = list(
+        graph.stream(
+            {"question": QUESTION},
+            context={"top_k": 2, "max_steps": 2, "max_passages": 100},
+            stream_mode="updates",
+        )
+    )
+    steps = [name for update in updates for name in update]
+    assert steps == ["question", "init_note", *LOOP * 2, "answer"]
+    by_step = [(name, value or {}) for update in updates for name, value in update.items()]
+    # the searches' passages arrive with the note steps that read them
+    assert [bool(v.get("passages")) for n, v in by_step if n in ("init_note", "accumulate")] == [True] * 3
+    # only the last review stops, and says why
+    reasons = [(n, v.get("stop_reason")) for n, v in by_step if n == "review"]
+    assert reasons[0] == ("review", None) and "max_steps = 2" in (reasons[1][1] or "")
+
+
+def test_a_decision_reads_the_state_the_update_leads_to():
+    from langgraph.types import Overwrite
+
+    from noterag.state import NoteState, after_update
+
+    state = {"seen": ["a", "b"], "trace": [{"step": 0}], "steps": 0, "llm_calls": 2}
+    update = {"seen": ["b", "c"], "trace": [{"step": 1}], "steps": 1, "llm_calls": 3}
+    assert after_update(NoteState, state, update) == {
+        "seen": ["a", "b", "c"],  # merge_unique
+        "trace": [{"step": 0}, {"step": 1}],  # operator.add
+        "steps": 1,  # no reducer: replaced
+        "llm_calls": 5,
+    }
+    assert after_update(NoteState, state, {"seen": Overwrite([])})["seen"] == []
+    assert after_update(NoteState, {}, {"seen": ["x"]})["seen"] == ["x"]
+    assert state["seen"] == ["a", "b"]  # the state itself is left alone
+
+
 def test_deepnote_stops_after_max_failures():
     model = ScriptedModel(script=script(review='{"status": "False"}'))
     out = run("deepnote", model, max_steps=5, max_failures=2, max_passages=100)

@@ -81,9 +81,15 @@ def test_deepnote_run_streams_notes_verdicts_and_the_answer(server: str) -> None
     assert len(answers) == 1 and updates[-1] is not None and "answer" in updates[-1], updates[-1]
     final = answers[0]
     assert isinstance(final["answer"], str) and final["answer"].strip()
-    # the stop decision is the stop_check step's, with its reason
-    stops = [update["stop_check"] for update in updates if update and update.get("stop_check")]
+    # the stop decision is the adaptive retrieval decision's (review), with its reason
+    stops = [
+        update[name]
+        for update in updates
+        for name in update or {}
+        if (update[name] or {}).get("stop_reason")
+    ]
     assert len(stops) == 1 and "max_steps = 1" in stops[0]["stop_reason"]
+    assert [update for update in updates if "review" in (update or {})][-1]["review"] is stops[0]
     assert final["answer"] == next(e for e in custom if e["type"] == "answer")["answer"]
 
 

@@ -61,7 +61,14 @@ def node_runs(state: dict[str, Any]) -> Counter[str]:
     """How often each DeepNote node ran, from the run's trace and counters."""
     steps = state["steps"]
     return Counter(
-        {"question": 1, "init_note": 1, "answer": 1, "refine_query": steps, "review": steps}
+        {
+            "question": 1,
+            "init_note": 1,
+            "answer": 1,
+            "refine_query": steps,
+            "accumulate": steps,
+            "review": steps,
+        }
     )
 
 
@@ -70,10 +77,12 @@ def test_a_step_node_is_one_run_and_computing_steps_stay_on_the_event_loop(
     mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bodies: dict[str, set[int]] = {}
+    calls: Counter[str] = Counter()
 
     def recorded(name: str, func: Any) -> Any:
         def body(*args: Any) -> Any:
             bodies.setdefault(name, set()).add(threading.get_ident())
+            calls[name] += 1
             return func(*args)
 
         return body
@@ -91,9 +100,10 @@ def test_a_step_node_is_one_run_and_computing_steps_stay_on_the_event_loop(
     # one run per node run: the node's own (a RunnableLambda used to open a second inside it)
     for name, count in node_runs(state).items():
         assert runs.names[name] == count, name
-    assert runs.names["stop_check"] == state["steps"] + 1
-    # the router after retrieve is still a run of its own, as LangGraph traces a router
-    assert runs.names["after_retrieve"] == state["steps"] + 1
+    # the stop rule is applied inside the steps that decide (init_note, review): one graph
+    # step each, no routing step or router run of its own
+    assert calls["stop_check"] == state["steps"] + 1
+    assert not {"stop_check", "retrieve", "after_retrieve"} & set(runs.names)
     # under ainvoke (asyncio.run runs the loop in this thread) the bodies that only compute run
     # on the event loop: LangGraph would run a plain sync function in a worker thread
     if mode == "ainvoke":
