@@ -177,6 +177,10 @@ class Faults:
 
 class SimServer(ThreadingHTTPServer):
     daemon_threads = True
+    # The listen backlog. socketserver's default is 5: when an eval's 32 clients connect at
+    # once, the kernel drops the SYNs beyond it and the clients retry after TCP's 1 s
+    # timeout, a stall of the endpoint's own making (uvicorn, vLLM's server, uses 2048).
+    request_queue_size = 2048
 
     def __init__(self, address: tuple[str, int], handler: Any) -> None:
         super().__init__(address, handler)
