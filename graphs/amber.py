@@ -18,10 +18,10 @@
 max_steps (3) counts every iteration, the first (for q itself) included: Section 3.4 starts the
 collector's loop at q_0 = q, and Table 4's "max iterations" (1, 2, 3) count that first one. The
 state's ``steps`` is t of the last iteration (trace step 0 is the first one), as for the other
-note methods. ``best_note`` holds M_opt. Both stop conditions are the ``stop_check`` after
-``sufficiency`` (nodes.stops.amber_stop); see noterag.nodes.amber for what the paper leaves open (t = 0 without a
-comparison, when the sufficiency check is skipped, parse fallbacks) and noterag.prompts.amber
-for the prompts (the note-updating, sufficiency and answer prompts are not Amber's own).
+note methods. ``best_note`` holds M_opt. The ``sufficiency`` step itself decides both stop
+conditions (nodes.stops.amber_stop, on the state its update leads to); see noterag.nodes.amber
+for what the paper leaves open (t = 0 without a comparison, when the sufficiency check is
+skipped, parse fallbacks) and noterag.prompts.amber for the prompts (the note-updating, sufficiency and answer prompts are not Amber's own).
 
 Context switches ablate as Table 2: chunk_filter (w/o CF), sentence_filter (w/o SF), both
 (w/o ALL), agent_updater (w/o AMU); a switched-off step passes its input on without a call.
@@ -53,7 +53,7 @@ from noterag.nodes.answer import answer
 from noterag.nodes.notes import refine_query
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.step import node, on_loop
-from noterag.nodes.stops import amber_stop, stop_check
+from noterag.nodes.stops import Decision, amber_stop
 from noterag.profiles import AMBER_PAPER
 from noterag.prompts import amber as prompts
 from noterag.spec import Deps, MethodSpec, server_graph
@@ -74,16 +74,14 @@ def wire(graph: StateGraph, deps: Deps) -> None:
         challenger,
         refiner,
         memory_update,
-        sufficiency,
         refine_query,
         answer,
     )
     for step in loop:
         graph.add_node(step.__name__, node(step, deps))
+    collect = Decision(amber_stop, go_on="refine_query")  # the adaptive information collector
     graph.add_node(
-        "stop_check",
-        stop_check(amber_stop, deps, go_on="refine_query"),
-        destinations=("refine_query", "answer"),
+        "sufficiency", node(sufficiency, deps, then=collect), destinations=collect.destinations
     )
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "chunk_filter")
@@ -95,7 +93,6 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("challenger", "refiner")
     graph.add_edge("refiner", "memory_update")
     graph.add_edge("memory_update", "sufficiency")
-    graph.add_edge("sufficiency", "stop_check")
     graph.add_edge("refine_query", "retrieve")
     graph.add_edge("answer", END)
 

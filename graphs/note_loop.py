@@ -28,7 +28,9 @@ ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
 
 def wire(graph: StateGraph, deps: Deps) -> None:
     decide = Decision(threshold_stop, go_on="refine_query")
-    graph.add_node("init_note", node(init_note, deps, then=decide), destinations=decide.destinations)
+    graph.add_node(
+        "init_note", node(init_note, deps, then=decide), destinations=decide.destinations
+    )
     graph.add_node("refine_query", node(refine_query, deps))
     graph.add_node("accumulate", node(accumulate, deps))
     graph.add_node("review", node(review, deps, then=decide), destinations=decide.destinations)

@@ -16,7 +16,8 @@ M is the context field max_steps (3), the documents per retrieval top_k (5). Mod
 Where this differs from the box: the plan runs only while run_cnt < M (the box's last plan is
 never retrieved), and a Q* that repeats a retrieved sub-question (Q included) or is empty stops
 the loop, since the paper requires Q* to be new but does not say what happens otherwise. The
-two tests are nodes.stops.resp_stop (stop_check, after judge) and resp_stalled (plan_check).
+two tests are nodes.stops.resp_stop, decided by the judge step, and resp_stalled, by the plan
+step (each step routes on its own outcome: one graph step, as one line of the box).
 """
 
 from __future__ import annotations
@@ -32,25 +33,22 @@ from noterag.nodes.answer import answer
 from noterag.nodes.resp import judge, plan, summarize
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.step import node
-from noterag.nodes.stops import resp_stalled, resp_stop, stop_check
+from noterag.nodes.stops import Decision, resp_stalled, resp_stop
 from noterag.prompts import resp as prompts
 from noterag.spec import Deps, MethodSpec, server_graph
 from noterag.state import ReSPOutput, ReSPState
 
 
 def wire(graph: StateGraph, deps: Deps) -> None:
-    for step in (retrieve, summarize, judge, plan, answer):
+    finished = Decision(resp_stop, go_on="plan")
+    stalled = Decision(resp_stalled, go_on="retrieve")
+    for step in (retrieve, summarize, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node(
-        "stop_check", stop_check(resp_stop, deps, go_on="plan"), destinations=("plan", "answer")
-    )
-    plan_check = stop_check(resp_stalled, deps, go_on="retrieve")
-    graph.add_node("plan_check", plan_check, destinations=("retrieve", "answer"))
+    graph.add_node("judge", node(judge, deps, then=finished), destinations=finished.destinations)
+    graph.add_node("plan", node(plan, deps, then=stalled), destinations=stalled.destinations)
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "summarize")
     graph.add_edge("summarize", "judge")
-    graph.add_edge("judge", "stop_check")
-    graph.add_edge("plan", "plan_check")
     graph.add_edge("answer", END)
 
 

@@ -60,9 +60,7 @@ def refine_query(state: dict[str, Any], env: Env) -> StepGen:
             query_log=env.profile.format_query_log(state.get("query_log", [])),
         ),
     )
-    logged, queries = env.profile.new_queries(
-        reply, state["question"], state.get("query_log", [])
-    )
+    logged, queries = env.profile.new_queries(reply, state["question"], state.get("query_log", []))
     env.emit({"type": "queries", "step": state["steps"] + 1, "queries": queries})
     return {"query_log": logged, "queries": queries}
 

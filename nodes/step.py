@@ -157,7 +157,9 @@ def capped(passages: list[Passage], limit: int | None) -> list[Passage]:
             fell_back("passage_truncated")
             p = Passage(
                 id=p["id"],
-                title=p["title"][:limit] + TRUNCATION_MARK if len(p["title"]) > limit else p["title"],
+                title=p["title"][:limit] + TRUNCATION_MARK
+                if len(p["title"]) > limit
+                else p["title"],
                 text=p["text"][:limit] + TRUNCATION_MARK if len(p["text"]) > limit else p["text"],
             )
         out.append(p)
@@ -248,7 +250,9 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
 
     def env_now(state: Mapping[str, Any], runtime: Runtime) -> Env:
         ctx = run_context(deps.context_schema, runtime.context)
-        return Env(ctx=ctx, deps=deps, profile=deps.profile(ctx, state), writer=runtime.stream_writer)
+        return Env(
+            ctx=ctx, deps=deps, profile=deps.profile(ctx, state), writer=runtime.stream_writer
+        )
 
     def run_sync(state: dict[str, Any], config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
         env, tally = env_now(state, runtime), _Tally()

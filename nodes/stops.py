@@ -32,7 +32,11 @@ def threshold_stop(state: Mapping[str, Any], ctx: Any, profile: Profile) -> str 
     (the cap: the profile decides >= or >, as the official DeepNote code uses >; DeepNote's paper
     profile has none unless set). The official loop tests failures after a step only: there,
     max_failures=0 still runs one step."""
-    failures, steps, seen = state.get("failures", 0), state.get("steps", 0), len(state.get("seen", []))
+    failures, steps, seen = (
+        state.get("failures", 0),
+        state.get("steps", 0),
+        len(state.get("seen", [])),
+    )
     if failures >= ctx.max_failures and (steps > 0 or profile.failures_checked_at_init):
         return f"{failures} failed step(s) (max_failures = {ctx.max_failures})"
     if steps >= ctx.max_steps:

@@ -48,7 +48,9 @@ def reducers(schema: type) -> dict[str, Callable[[Any, Any], Any]]:
     return found
 
 
-def after_update(schema: type, state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+def after_update(
+    schema: type, state: Mapping[str, Any], update: Mapping[str, Any]
+) -> dict[str, Any]:
     """The state that ``update`` leads to, as LangGraph applies it (a field with a reducer
     merges the update in, any other field takes it): what a decision taken in the same step as
     the update reads."""
