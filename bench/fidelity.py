@@ -64,12 +64,21 @@ def official_streams(questions: list[dict[str, Any]], retriever: Any) -> dict[st
         settings = {"max_steps": 3, "max_failures": 2 if method == "deepnote" else 1}
         graph.invoke({"question": q["question"]}, context={"profile": "official"} | settings)
         expected = official_stream(
-            method, q["question"], retriever, ScriptedModel(script=simulated(q))._reply,
-            top_k=5, max_step=settings["max_steps"], max_fail=settings["max_failures"],
+            method,
+            q["question"],
+            retriever,
+            ScriptedModel(script=simulated(q))._reply,
+            top_k=5,
+            max_step=settings["max_steps"],
+            max_fail=settings["max_failures"],
         )
-        diff = list(difflib.unified_diff(
-            [f"{s}: {p!r}" for s, p in expected], [f"{s}: {p!r}" for s, p in model.calls], lineterm=""
-        ))
+        diff = list(
+            difflib.unified_diff(
+                [f"{s}: {p!r}" for s, p in expected],
+                [f"{s}: {p!r}" for s, p in model.calls],
+                lineterm="",
+            )
+        )
         out[method] = {
             "question": q["question"],
             "prompts": len(model.calls),
@@ -78,14 +87,18 @@ def official_streams(questions: list[dict[str, Any]], retriever: Any) -> dict[st
             "diff_lines": len(diff),
             "bytes": sum(len(p.encode()) for _, p in model.calls),
         }
-        print(f"{method} official, {q['id']}: {len(model.calls)} prompts "
-              f"({out[method]['bytes']:,} bytes) vs the official loop's {len(expected)}: "
-              f"{'identical' if out[method]['identical'] else f'{len(diff)} diff lines'}")
+        print(
+            f"{method} official, {q['id']}: {len(model.calls)} prompts "
+            f"({out[method]['bytes']:,} bytes) vs the official loop's {len(expected)}: "
+            f"{'identical' if out[method]['identical'] else f'{len(diff)} diff lines'}"
+        )
         print("  stages: " + " ".join(out[method]["stages"]))
     return out
 
 
-def paper_steps(questions: list[dict[str, Any]], retriever: Any, reviews: list[str]) -> list[dict[str, Any]]:
+def paper_steps(
+    questions: list[dict[str, Any]], retriever: Any, reviews: list[str]
+) -> list[dict[str, Any]]:
     rows = []
     for method in ("adaptive-note", "deepnote"):
         steps, reads, reasons, passages = [], [], Counter(), []
@@ -98,15 +111,17 @@ def paper_steps(questions: list[dict[str, Any]], retriever: Any, reviews: list[s
             reads += [len(t["new_passage_ids"]) for t in out["trace"][1:]]
             passages.append(len(out["passage_ids"]))
             reasons[out["stop_reason"].split(" (")[-1].split(" =")[0]] += 1
-        rows.append({
-            "method": method,
-            "questions": len(questions),
-            "mean_steps": sum(steps) / len(steps),
-            "steps": dict(sorted(Counter(steps).items())),
-            "passages_per_step": dict(sorted(Counter(reads).items())),
-            "mean_passages": sum(passages) / len(passages),
-            "stop_reasons": dict(reasons),
-        })
+        rows.append(
+            {
+                "method": method,
+                "questions": len(questions),
+                "mean_steps": sum(steps) / len(steps),
+                "steps": dict(sorted(Counter(steps).items())),
+                "passages_per_step": dict(sorted(Counter(reads).items())),
+                "mean_passages": sum(passages) / len(passages),
+                "stop_reasons": dict(reasons),
+            }
+        )
     return rows
 
 
@@ -121,17 +136,29 @@ def main() -> None:
         build_bm25_index(DATA / "corpus.jsonl", Path(tmp) / "index")
         retriever = load_retriever(f"bm25:{Path(tmp) / 'index'}")
         streams = official_streams(questions, retriever)
-        tables = {name: paper_steps(questions, retriever, reviews)
-                  for name, reviews in (("alternate", ALTERNATE), ("accept_all", ACCEPT_ALL))}
+        tables = {
+            name: paper_steps(questions, retriever, reviews)
+            for name, reviews in (("alternate", ALTERNATE), ("accept_all", ACCEPT_ALL))
+        }
     for name, rows in tables.items():
-        print(f"\nprofile=paper at default settings (k = 5; Adaptive-Note T_CI 3, T_IU 1, T_RP 15; "
-              f"DeepNote max_steps 3, max_failures 2, no cap), {args.questions} HotpotQA questions, "
-              f"reviewer: {name.replace('_', ' ')}:")
+        print(
+            f"\nprofile=paper at default settings (k = 5; Adaptive-Note T_CI 3, T_IU 1, T_RP 15; "
+            f"DeepNote max_steps 3, max_failures 2, no cap), {args.questions} HotpotQA questions, "
+            f"reviewer: {name.replace('_', ' ')}:"
+        )
         print_table(
-            [r | {k: json.dumps(r[k]) for k in ("steps", "passages_per_step", "stop_reasons")} for r in rows],
-            [("method", "method", ""), ("mean_steps", "mean steps", ".2f"), ("steps", "steps: questions", ""),
-             ("passages_per_step", "passages per step: steps", ""), ("mean_passages", "passages/q", ".1f"),
-             ("stop_reasons", "stopped by", "")],
+            [
+                r | {k: json.dumps(r[k]) for k in ("steps", "passages_per_step", "stop_reasons")}
+                for r in rows
+            ],
+            [
+                ("method", "method", ""),
+                ("mean_steps", "mean steps", ".2f"),
+                ("steps", "steps: questions", ""),
+                ("passages_per_step", "passages per step: steps", ""),
+                ("mean_passages", "passages/q", ".1f"),
+                ("stop_reasons", "stopped by", ""),
+            ],
         )
     path = write_results("fidelity", {"official_streams": streams, "paper_steps": tables})
     print(f"(figures in {path.relative_to(ROOT)})")

@@ -226,20 +226,26 @@ def _floor_parts() -> tuple[Any, Any, list[Any], list[Any]]:
         return (run_manager.metadata or {}).get("langgraph_step") if run_manager else None
 
     class LoggingModel(ScriptedModel):
-        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        def _generate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> Any:
             stage = (run_manager.metadata or {}).get("noterag_stage", "?") if run_manager else "?"
             log.append(("ask", stage, str(messages[-1].content)))
             steps.append(step_of(run_manager))
             return super()._generate(messages, stop, run_manager, **kw)
 
     class LoggingRetriever(KeywordRetriever):
-        def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None) -> Any:
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: Any = None, k: int | None = None
+        ) -> Any:
             log.append(("search", query, k))
             steps.append(step_of(run_manager))
             return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
 
         # Async as a real index is (no executor thread hop per search, in either graph).
-        async def _aget_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None) -> Any:
+        async def _aget_relevant_documents(
+            self, query: str, *, run_manager: Any = None, k: int | None = None
+        ) -> Any:
             return self._get_relevant_documents(query, run_manager=run_manager, k=k)
 
     # Fixed replies (no list consumed in order), so that every run of a question makes the same
@@ -365,7 +371,9 @@ async def bench_floor(
         assert log == [e for run in runs for _ in range(3) for e, _ in run], (
             f"round {r + 1}: a side made other calls"
         )
-    method_cpu, loop_cpu, steps_cpu = (statistics.median(cpu[k]) for k in ("method", "loop", "steps"))
+    method_cpu, loop_cpu, steps_cpu = (
+        statistics.median(cpu[k]) for k in ("method", "loop", "steps")
+    )
     return {
         "method": method,
         "questions": len(questions),
@@ -414,7 +422,9 @@ def main() -> None:
     # The note methods and the two single-call baselines (the README's table). The simulated
     # endpoint knows their prompts' stages; the other baselines need their own stage phrases
     # there (and flare / replug / self-rag log-probabilities it does not return).
-    parser.add_argument("--methods", default="adaptive-note,deepnote,amber,resp,no-retrieval,vanilla")
+    parser.add_argument(
+        "--methods", default="adaptive-note,deepnote,amber,resp,no-retrieval,vanilla"
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--floor-questions", type=int, default=200)
     parser.add_argument("--floor-rounds", type=int, default=3, help="timings of each side (median)")

@@ -32,6 +32,17 @@ with the model given as a spec so each worker opens its own client. CPU there is
 the parent and its workers (the workers' time is counted when they are reaped), and the floor
 is max(ideal, CPU / workers): the client's CPU shared by the processes.
 
+Schedule floor (``--schedule-floor``, about 5 minutes for deepnote): what wall / ideal would be
+with a client that costs nothing. The method runs its N questions one at a time (each
+question's endpoint service times are then its own, in order); those questions are scheduled
+on ``total concurrency`` slots in the dataset's order, each starting when a slot frees and
+making its calls back to back. Questions differ in length (1 to max_steps iterations), so the
+last ones run with slots empty: floor / ideal > 1 at high concurrency whatever the client. The
+table also gives the client's own overhead one question at a time (wall / model at
+concurrency 1) and their product, the bound for this client when it never waits for its CPU.
+(The simulated endpoint draws its verdicts at random in arrival order, so the serial run's
+questions have the same length distribution as a concurrent run's, not the same lengths.)
+
 Cache: the deepnote run at the highest total concurrency is run twice with ``cache=``; the
 table gives the second run's model requests (0 expected) and wall time.
 
@@ -152,6 +163,61 @@ def bench_run(
     }
 
 
+def schedule_floor(
+    method: str, n: int, dataset: Path, sim: SimProcess, index: Path, out: Path, totals: list[int]
+) -> list[dict[str, Any]]:
+    """The zero-overhead schedule of ``n`` questions at each total concurrency (see the module
+    docstring), from one serial run's service times."""
+    import heapq
+
+    sim.records()
+    started = time.perf_counter()
+    run_eval(
+        method,
+        dataset,
+        out,
+        index=f"bm25:{index}",
+        model=f"openai:sim@{sim.url}",
+        limit=n,
+        concurrency=1,
+        progress=False,
+        force=True,
+        model_label="sim",
+    )
+    wall = time.perf_counter() - started
+    records = sorted(sim.records(), key=lambda r: r.start)
+    rows = [json.loads(line) for line in (out / "results.jsonl").open()]
+    # One at a time, the rows are in the order asked and each made llm_calls requests.
+    lengths, i = [], 0
+    for row in rows:
+        calls = records[i : i + row["llm_calls"]]
+        lengths.append(sum(r.end - r.start for r in calls))
+        i += row["llm_calls"]
+    assert i == len(records), "the serial run's requests do not add up to its rows' calls"
+    model = sum(lengths)
+    found = []
+    for total in totals:
+        slots = [0.0] * total
+        end = 0.0
+        for length in lengths:
+            finish = heapq.heappop(slots) + length
+            end = max(end, finish)
+            heapq.heappush(slots, finish)
+        ideal = model / total
+        found.append(
+            {
+                "method": method,
+                "concurrency": total,
+                "ideal_s": ideal,
+                "floor_s": end,
+                "floor_over_ideal": end / ideal,
+                "serial_overhead": wall / model,
+                "bound_over_ideal": end / ideal * wall / model,
+            }
+        )
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default="vanilla,deepnote")
@@ -164,12 +230,16 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2", help="worker processes ('' : none)")
     parser.add_argument("--total-concurrency", default="8,32")
     parser.add_argument("--no-cache", action="store_true", help="skip the cache figures")
+    parser.add_argument(
+        "--schedule-floor", action="store_true", help="also the zero-overhead schedule (slow)"
+    )
     args = parser.parse_args()
 
     index = sample_index()
     rows: list[dict[str, Any]] = []
     worker_rows: list[dict[str, Any]] = []
     cache_rows: list[dict[str, Any]] = []
+    floor_rows: list[dict[str, Any]] = []
     with (
         tempfile.TemporaryDirectory(prefix="noterag-throughput-") as tmp,
         SimProcess(args.base_ms, args.per_token_ms) as sim,
@@ -194,6 +264,14 @@ def main() -> None:
                     row = bench_run(method, c, args.questions, dataset, sim, index, out, w)
                     worker_rows.append(row)
                     print(f"  {method} x{c} workers {w}: {row['wall_s']:.1f} s", flush=True)
+        if args.schedule_floor:
+            totals = [int(x) for x in args.total_concurrency.split(",") if x]
+            for method in args.methods.split(","):
+                out = Path(tmp) / f"{method}-floor"
+                floor_rows += schedule_floor(
+                    method, args.questions, dataset, sim, index, out, totals
+                )
+                print(f"  {method} schedule floor: serial run done", flush=True)
         if not args.no_cache:
             c = max(int(x) for x in args.total_concurrency.split(",") if x)
             w = max((int(x) for x in args.workers.split(",") if x), default=1)
@@ -244,11 +322,26 @@ def main() -> None:
                 ("wall_over_ideal", "wall/ideal", ".3f"),
                 ("cpu_s", "CPU s (all)", ".2f"),
                 ("wall_over_floor", "wall/max(ideal,CPU/workers)", ".3f"),
+                ("drain_s", "drain s", ".2f"),
                 ("mean_in_flight", "mean in flight", ".1f"),
                 ("errors", "errors", "d"),
             ],
         )
         print("target (issue 15): deepnote, total concurrency 32, 2 workers <= 1.15x ideal")
+    if floor_rows:
+        print(f"\nSchedule floor ({args.questions} questions, one serial run each; see --help)")
+        print_table(
+            floor_rows,
+            [
+                ("method", "method", "s"),
+                ("concurrency", "total conc", "d"),
+                ("ideal_s", "ideal s", ".2f"),
+                ("floor_s", "zero-overhead s", ".2f"),
+                ("floor_over_ideal", "floor/ideal", ".3f"),
+                ("serial_overhead", "client overhead (serial)", ".3f"),
+                ("bound_over_ideal", "floor x overhead / ideal", ".3f"),
+            ],
+        )
     if cache_rows:
         print("\nCache (deepnote, the same run twice with --cache)")
         print_table(
@@ -262,7 +355,7 @@ def main() -> None:
                 ("cpu_s", "CPU s (all)", ".2f"),
             ],
         )
-    data = {"runs": rows, "workers": worker_rows, "cache": cache_rows}
+    data = {"runs": rows, "workers": worker_rows, "cache": cache_rows, "floor": floor_rows}
     print(f"wrote {write_results('throughput', data, args.json)}")
 
 

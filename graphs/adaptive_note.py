@@ -1,13 +1,17 @@
 """Adaptive-Note (Wang et al., 2024): Iterative Information Collector + Adaptive Memory Reviewer.
 
-    P_0 = retrieve(q);  M_opt = N_0 = LLM(prompt_init(q, P_0))
+    P_0 = retrieve(q);  M_opt = N_0 = LLM(prompt_init(q, P_0))          init_note
     repeat:
-        q_t = LLM(prompt_q(q, M_opt, Q_ask))            refine_query
-        P_t = retrieve(q_t)                             retrieve
-        N_t = LLM(prompt_update(q, P_t, M_opt))         accumulate
-        f_c(N_t, M_opt) ? M_opt = N_t : IU += 1         review;  CI += 1
-    until IU >= T_IU or CI >= T_CI or RP >= T_RP        stop_check (Eq. 8; threshold_stop)
-    answer = LLM(prompt_g(q, M_opt))                    answer
+        q_t = LLM(prompt_q(q, M_opt, Q_ask))                            refine_query
+        P_t = retrieve(q_t);  N_t = LLM(prompt_update(q, P_t, M_opt))   accumulate
+        f_c(N_t, M_opt) ? M_opt = N_t : IU += 1;  CI += 1               review
+    until IU >= T_IU or CI >= T_CI or RP >= T_RP                        review (Eq. 8; threshold_stop)
+    answer = LLM(prompt_g(q, M_opt))                                    answer
+
+The paper's stages are the graph's steps: note initialization (stage 1) retrieves and writes
+N_0, note updating (stage 3) retrieves with q_t and writes N_t, and the adaptive memory
+reviewer both judges N_t ("what to store as the optimal memory") and decides "when to stop
+retrieval" (graphs.note_loop).
 
 T_CI, T_IU, T_RP are the context fields max_steps (3), max_failures (1), max_passages (15).
 """

@@ -3,11 +3,14 @@
     P_0 = retrieve(q_0);  N_opt = N_0 = LLM_Init(q_0, P_0)                 init_note
     for t = 1 ..:
         q_t = LLM_QR(q_0, N_opt, Q_log)                                     refine_query
-        P_t = retrieve(q_t)                                                 retrieve
-        N_t = LLM_KA(q_0, P_t, N_opt)                                       accumulate
+        P_t = retrieve(q_t);  N_t = LLM_KA(q_0, P_t, N_opt)                  accumulate
         V_t = LLM_ARD(q_0, N_opt, N_t);  V_t ? N_opt = N_t : failures += 1   review
-    until failures >= max_failures or steps >= max_steps                   stop_check (threshold_stop)
+    until failures >= max_failures or steps >= max_steps                   review (threshold_stop)
     answer = LLM_Ans(q_0, N_opt)                                            answer
+
+The paper's stages are the graph's steps (§3): note initialization retrieves and writes N_0;
+knowledge accumulation retrieves with q_t and updates the note; the adaptive retrieval decision
+reviews N_t and decides whether to go on (the stop rule is also tested after init_note).
 
 The paper (§3.3) stops on max failure and max step only, so ``profile="paper"`` has no passage
 cap unless ``max_passages`` is set. The official code also stops once more than ``--max_top_k``

@@ -7,10 +7,10 @@ retrieves with the refined queries and updates the note; the adaptive retrieval 
 memory reviewer) judges the new note and decides whether to retrieve again, the decision and
 its reason in one ``Command``, tested where the papers test it: after each note.
 
-    question -> init_note --> refine_query -> accumulate -> review
-                    |             ^                          |
-                    |             +--------------------------+  (go on)
-                    +-------------+--------------------------+--> answer (stop_reason: why)
+    question -> init_note -+-> refine_query -> accumulate -> review -+
+                           |        ^                                |
+                           |        +------------ go on -------------+
+                           +--> answer <--------- stop --------------+   (stop_reason: why)
 """
 
 from __future__ import annotations

@@ -104,7 +104,9 @@ def sentence_filter(state: dict[str, Any], env: Env) -> StepGen:
         {
             "type": "sentences",
             "step": _step(state),
-            "passages": [{"id": p["id"], "title": p["title"], "text": p["text"]} for p in extracted],
+            "passages": [
+                {"id": p["id"], "title": p["title"], "text": p["text"]} for p in extracted
+            ],
         }
     )
     return {"passages": extracted}
@@ -153,7 +155,9 @@ def reviewer(state: dict[str, Any], env: Env) -> StepGen:
 
 def challenger(state: dict[str, Any], env: Env) -> StepGen:
     """Challenger: actionable suggestions to improve the draft, from the reviewer's analysis."""
-    suggestions = yield from _agent(state, env, "challenger", review_info=state.get("review_info", ""))
+    suggestions = yield from _agent(
+        state, env, "challenger", review_info=state.get("review_info", "")
+    )
     return {} if suggestions is None else {"suggestions": suggestions}
 
 
@@ -198,7 +202,11 @@ def memory_update(state: dict[str, Any], env: Env) -> StepGen:
         "verdict_parsed": None,
         "reason": reason,
     }
-    return {"best_note": candidate or "", "memory_changed": candidate is not None, "step_entry": entry}
+    return {
+        "best_note": candidate or "",
+        "memory_changed": candidate is not None,
+        "step_entry": entry,
+    }
 
 
 def sufficiency(state: dict[str, Any], env: Env) -> StepGen:

@@ -46,6 +46,7 @@ def fell_back(kind: str) -> None:
     if counts is not None:
         counts[kind] += 1
 
+
 # A list item: "1. ...", "1) ...", "Q1: ...", "- ...", "* ...", "Question 2: ..."
 # Whitespace runs are matched possessively (\s*+) in every pattern here: with plain \s* next to
 # another \s* the engine tries every split of a long run of spaces (a degenerate model reply),
@@ -207,7 +208,9 @@ def parse_nli(reply: str) -> Verdict:
 
 # The heading Amber's query prompt asks for, at the start of a line: "### New Question",
 # "**New Question:**", "New question:" (the prompt's own words elsewhere in a line do not count).
-_NEW_QUESTION = re.compile(r"^[ \t#*>]*new[ \t]+question\b[ \t*]*[:：]?[ \t*]*", re.IGNORECASE | re.MULTILINE)
+_NEW_QUESTION = re.compile(
+    r"^[ \t#*>]*new[ \t]+question\b[ \t*]*[:：]?[ \t*]*", re.IGNORECASE | re.MULTILINE
+)
 
 
 def parse_new_question(reply: str) -> str:

@@ -92,9 +92,7 @@ class RunContext:
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f"{f.name} must be a finite number, not {value}")
         if self.temperature is not None and not self.temperature >= 0:
-            raise ConfigError(
-                f"temperature must be a finite number >= 0, not {self.temperature}"
-            )
+            raise ConfigError(f"temperature must be a finite number >= 0, not {self.temperature}")
         if self.top_p is not None and not 0 <= self.top_p <= 1:
             raise ConfigError(f"top_p must be between 0 and 1, not {self.top_p}")
         for name in ("max_tokens", "max_passage_chars"):
@@ -115,7 +113,11 @@ class RunContext:
 
     def sampling(self) -> dict[str, Any]:
         """Per-call model arguments the user set (unset ones keep the model's own)."""
-        values = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
+        values = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+        }
         return {k: v for k, v in values.items() if v is not None}
 
 
@@ -146,7 +148,9 @@ class AdaptiveNoteContext(NoteContext):
     """Adaptive-Note's defaults: T_CI = 3, T_IU = 1, T_RP = 15 (paper, Section 4)."""
 
     max_steps: int = _field(3, "T_CI: the most information-collection iterations.")
-    max_failures: int = _field(1, "T_IU: the most invalid updates (note not better) before stopping.")
+    max_failures: int = _field(
+        1, "T_IU: the most invalid updates (note not better) before stopping."
+    )
 
 
 @dataclass(kw_only=True)
@@ -217,10 +221,12 @@ class AmberContext(RunContext):
         True, "Chunk-level filter: an NLI verdict per passage drops the useless ones (off: w/o CF)."
     )
     sentence_filter: bool = _field(
-        True, "Sentence-level filter: keep only the helpful sentences of each kept passage (off: w/o SF)."
+        True,
+        "Sentence-level filter: keep only the helpful sentences of each kept passage (off: w/o SF).",
     )
     agent_updater: bool = _field(
-        True, "Agent-based memory updater: reviewer, challenger and refiner revise each memory draft (off: w/o AMU)."
+        True,
+        "Agent-based memory updater: reviewer, challenger and refiner revise each memory draft (off: w/o AMU).",
     )
 
     def __post_init__(self) -> None:
@@ -238,7 +244,9 @@ def resolve_context(schema: type[RunContext], value: Any) -> RunContext:
     if isinstance(value, RunContext):
         value = {f.name: getattr(value, f.name) for f in fields(value)}
     if not isinstance(value, dict):
-        raise ConfigError(f"context must be a dict or {schema.__name__}, not {type(value).__name__}")
+        raise ConfigError(
+            f"context must be a dict or {schema.__name__}, not {type(value).__name__}"
+        )
     known = {f.name for f in fields(schema)}
     unknown = sorted(set(value) - known)
     if unknown:

@@ -196,7 +196,9 @@ OFFICIAL_CAP = 15
 _DEEPNOTE_CODE = "deepnote"
 
 
-def official_passage_format(code: str, task: str, dense: bool) -> Callable[[Sequence[Passage]], str]:
+def official_passage_format(
+    code: str, task: str, dense: bool
+) -> Callable[[Sequence[Passage]], str]:
     """The official get_context: the joined ``title\\ntext`` strings for dense retrieval (DeepNote
     --retrieve_method emb, and every ASQA / StrategyQA run, which the code always sends to its
     dense index; Adaptive-Note's ASQA and CRUD runs), else the code's Elasticsearch format.

@@ -65,7 +65,7 @@ PAPER = AmberPrompts(
         "Notes: {note}\n"
         "Existing question list: {query_log}\n"
         "\n"
-        'Provide your new question,you MUST reply with the new question on the last line, '
+        "Provide your new question,you MUST reply with the new question on the last line, "
         'starting with "### New Question".',
         f"{_PAPER}, Table 5: Prompt of the Iterative query rewritten Stage",
     ),
@@ -79,7 +79,7 @@ PAPER = AmberPrompts(
         "3. Level of Detail: Does it provide enough detail to understand the issue in depth?\n"
         "4. Practicality: Does the note offer practical help and solutions?\n"
         "Please make your judgment adhering strictly to the following rules:\n"
-        '- If Note 2 has significant improvements over Note 1 based on the above criteria, return '
+        "- If Note 2 has significant improvements over Note 1 based on the above criteria, return "
         '{"status": "True"} directly; otherwise, return {"status": "False"} .\n'
         "\n"
         "Question: {query}\n"

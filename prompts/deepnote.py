@@ -77,9 +77,9 @@ PAPER = NotePrompts(
         "4. Practicality: Does the note offer practical help and solutions?\n"
         "\n"
         "Please make your judgment adhering strictly to the following rules:\n"
-        '- If Note 2 does not add new meaningful content on top of Note 1, or only adds redundant '
+        "- If Note 2 does not add new meaningful content on top of Note 1, or only adds redundant "
         'information, return json {"status":"False"} directly.\n'
-        '- If Note 2 has significant improvements over Note 1 based on the above criteria, return '
+        "- If Note 2 has significant improvements over Note 1 based on the above criteria, return "
         'json {"status":"True"} directly; otherwise, return json {"status":"False"}.\n'
         "\n"
         "Question: {query}\n"

@@ -42,9 +42,7 @@ class Prompt:
 
     def __post_init__(self) -> None:
         if self.style == "format":
-            found = frozenset(
-                name for _, name, _, _ in string.Formatter().parse(self.text) if name
-            )
+            found = frozenset(name for _, name, _, _ in string.Formatter().parse(self.text) if name)
         else:
             found = frozenset(m.group(1) for m in _SLOT.finditer(self.text))
         object.__setattr__(self, "slots", self.slots or found)

@@ -35,8 +35,10 @@ def official_stream(
     sent: list[tuple[str, str]] = []
 
     def retrieve(query: str, topk: int) -> list[dict[str, str]]:
-        return [{"title": d.metadata["title"], "paragraph_text": d.page_content}
-                for d in search.invoke(query, k=topk)]
+        return [
+            {"title": d.metadata["title"], "paragraph_text": d.page_content}
+            for d in search.invoke(query, k=topk)
+        ]
 
     def call(stage: str, file: str, variables: dict[str, str]) -> str:
         prompt = official_file(repo, file).format(**variables)
@@ -49,7 +51,7 @@ def official_stream(
             if code == "deepnote":
                 text += f"Title: {data[i]['title']}\nText: {data[i]['paragraph_text']} \n\n"
             else:
-                text += f"Passage #{i+1} Title: {data[i]['title']}\nPassage #{i+1} Text: {data[i]['paragraph_text']} \n\n"
+                text += f"Passage #{i + 1} Title: {data[i]['title']}\nPassage #{i + 1} Text: {data[i]['paragraph_text']} \n\n"
         return text
 
     query = question
@@ -65,18 +67,26 @@ def official_stream(
         if (len(all_refs) > max_top_k) if code == "deepnote" else (len(all_refs) >= max_top_k):
             break
         max_ref = max_top_k - len(all_refs) if (len(all_refs) + top_k) > max_top_k else 0
-        new_query = call("refine_query", "gen_new_query",
-                         {"query": query, "note": best_note, "query_log": str(query_list)})
+        new_query = call(
+            "refine_query",
+            "gen_new_query",
+            {"query": query, "note": best_note, "query_log": str(query_list)},
+        )
         query_list.append(new_query)
         refs = retrieve((new_query + "\n" + query)[:500], top_k)
         if max_ref > 0:
             refs = [d for d in refs if d["title"] + d["paragraph_text"] not in all_refs][:max_ref]
-        note = call("accumulate", "refine_note",
-                    {"note": best_note, "query": query, "refs": get_context(refs)}).replace("\n", "")
-        response = call("review", "compare", {"query": query, "best_note": best_note, "new_note": note})
+        note = call(
+            "accumulate",
+            "refine_note",
+            {"note": best_note, "query": query, "refs": get_context(refs)},
+        ).replace("\n", "")
+        response = call(
+            "review", "compare", {"query": query, "best_note": best_note, "new_note": note}
+        )
         try:
             if code == "deepnote" and "json" in response:
-                response = response[response.index("{"): response.rindex("}") + 1]
+                response = response[response.index("{") : response.rindex("}") + 1]
             status = json.loads(response)["status"].lower() == "true"
         except Exception:  # noqa: BLE001 -- the official code's bare `except:`
             status = "true" in response.lower()

@@ -180,7 +180,17 @@ _TOKENS = re.compile(r"\s*\[[^\[\]]*\]|\s*[^\s\[]+|\s*\[|\s+")
 
 
 def _tokens(text: str) -> set[str]:
-    return set(re.findall(r"[a-z0-9]+", text.lower())) - {"the", "a", "of", "in", "is", "was", "what", "which", "who"}
+    return set(re.findall(r"[a-z0-9]+", text.lower())) - {
+        "the",
+        "a",
+        "of",
+        "in",
+        "is",
+        "was",
+        "what",
+        "which",
+        "who",
+    }
 
 
 class KeywordRetriever(BaseRetriever):
@@ -199,7 +209,9 @@ class KeywordRetriever(BaseRetriever):
         ]
         ranked = [(s, i, p) for s, i, p in sorted(scored, key=lambda t: (-t[0], t[1])) if s > 0]
         return [
-            Document(p["text"], id=p["id"], metadata={"id": p["id"], "title": p["title"], "score": s})
+            Document(
+                p["text"], id=p["id"], metadata={"id": p["id"], "title": p["title"], "score": s}
+            )
             for s, _, p in ranked[: k or self.k]
         ]
 
@@ -217,14 +229,19 @@ class RecordingRetriever(KeywordRetriever):
 
 
 def passages(*rows: Iterable[str]) -> list[dict[str, str]]:
-    return [{"id": f"p{i}", "title": title, "text": text} for i, (title, text) in enumerate(rows, 1)]
+    return [
+        {"id": f"p{i}", "title": title, "text": text} for i, (title, text) in enumerate(rows, 1)
+    ]
 
 
 QUESTION = "In which year was the architect of the Velmora Bridge born?"
 # A two-hop question with distractors: the architect's birth year is in a passage the
 # question's words barely reach.
 VELMORA_ROWS = [
-    ("Velmora Bridge", "The Velmora Bridge over the Ostra was designed by the architect Aurelio Fenwick."),
+    (
+        "Velmora Bridge",
+        "The Velmora Bridge over the Ostra was designed by the architect Aurelio Fenwick.",
+    ),
     ("Aurelio Fenwick", "Aurelio Fenwick (1871-1938) studied at the Marrowgate Institute."),
     ("Clara Fenwick", "Clara Fenwick painted the Velmora Bridge in 1931."),
     ("Ostra River", "The Ostra River is 212 km long and crosses Velmora."),

@@ -38,7 +38,11 @@ def script(**overrides: Any) -> dict[str, Any]:
         "init_note": "The Velmora Bridge was designed by Aurelio Fenwick.",
         "reviewer": "Strength: names the architect. Weakness: no birth year.",
         "challenger": "Add the architect's birth year.",
-        "refiner": ["Memory 0: Fenwick designed the bridge.", "Memory 1: Fenwick was born in 1871.", "Memory 2"],
+        "refiner": [
+            "Memory 0: Fenwick designed the bridge.",
+            "Memory 1: Fenwick was born in 1871.",
+            "Memory 2",
+        ],
         "accumulate": "Draft: Fenwick (1871-1938) designed the Velmora Bridge.",
         "review": TRUE,
         "sufficiency": FALSE,
@@ -94,8 +98,10 @@ def test_sufficient_after_the_first_update():
     model = ScriptedModel(script=script(sufficiency=[FALSE, TRUE]))
     out = run(model)
     assert model.stages == [
-        *iteration(3, 3, first=True), "sufficiency",
-        *iteration(1, 1), "sufficiency",
+        *iteration(3, 3, first=True),
+        "sufficiency",
+        *iteration(1, 1),
+        "sufficiency",
         "answer",
     ]
     assert out["steps"] == 1 and out["query_log"] == ["When was Aurelio Fenwick born?"]
@@ -108,8 +114,10 @@ def test_never_sufficient_runs_max_steps_iterations():
     model = ScriptedModel(script=script())
     out = run(model)  # max_steps = 3 iterations, the first included
     assert model.stages == [
-        *iteration(3, 3, first=True), "sufficiency",
-        *iteration(1, 1), "sufficiency",
+        *iteration(3, 3, first=True),
+        "sufficiency",
+        *iteration(1, 1),
+        "sufficiency",
         *iteration(1, 1),  # the last iteration: the cap ends the loop, no sufficiency check
         "answer",
     ]
@@ -132,7 +140,8 @@ def test_rejected_memory_is_not_judged_again():
     model = ScriptedModel(script=script(review=FALSE))
     out = run(model)
     assert model.stages == [
-        *iteration(3, 3, first=True), "sufficiency",
+        *iteration(3, 3, first=True),
+        "sufficiency",
         *iteration(1, 1),
         *iteration(1, 1),
         "answer",
@@ -145,7 +154,12 @@ def test_all_passages_filtered_out_reads_nothing_new():
     model = ScriptedModel(script=script(filter=USELESS))
     out = run(model)
     # no extraction, no memory call, no sufficiency check of an empty memory: only new queries
-    assert model.stages == [*iteration(3, 0, first=True), *iteration(1, 0), *iteration(1, 0), "answer"]
+    assert model.stages == [
+        *iteration(3, 0, first=True),
+        *iteration(1, 0),
+        *iteration(1, 0),
+        "answer",
+    ]
     assert out["best_note"] == "" and out["steps"] == 2
     assert out["trace"][0]["dropped_passage_ids"] == ["p1", "p7", "p3"]
     assert [e["reason"] for e in out["trace"]] == ["no new passages"] * 3
@@ -155,15 +169,21 @@ def test_all_passages_filtered_out_reads_nothing_new():
 
 
 def test_a_later_iteration_filtered_out_goes_straight_to_a_new_query():
-    model = ScriptedModel(script=script(filter=lambda p: USELESS if "Aurelio Fenwick (1871" in p else USEFUL))
+    model = ScriptedModel(
+        script=script(filter=lambda p: USELESS if "Aurelio Fenwick (1871" in p else USEFUL)
+    )
     out = run(model)
     assert model.stages == [
-        *iteration(3, 3, first=True), "sufficiency",
+        *iteration(3, 3, first=True),
+        "sufficiency",
         *iteration(1, 0),  # Aurelio Fenwick's passage is dropped: nothing to read
         *iteration(1, 1),
         "answer",
     ]
-    assert out["trace"][1]["dropped_passage_ids"] == ["p2"] and out["trace"][1]["new_passage_ids"] == []
+    assert (
+        out["trace"][1]["dropped_passage_ids"] == ["p2"]
+        and out["trace"][1]["new_passage_ids"] == []
+    )
 
 
 def test_empty_retrieval_makes_only_query_calls():
@@ -232,18 +252,24 @@ class RendezvousModel(ScriptedModel):
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
-        self._barriers.update({s: threading.Barrier(n, timeout=self.timeout) for s, n in self.parties.items()})
+        self._barriers.update(
+            {s: threading.Barrier(n, timeout=self.timeout) for s, n in self.parties.items()}
+        )
 
     @staticmethod
     def _stage(run_manager: Any) -> str:
         return (run_manager.metadata or {}).get("noterag_stage", "?") if run_manager else "?"
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         if (barrier := self._barriers.get(self._stage(run_manager))) is not None:
             barrier.wait()  # BrokenBarrierError after the timeout unless all parties arrive
         return super()._generate(messages, stop, run_manager, **kwargs)
 
-    async def _agenerate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         stage = self._stage(run_manager)
         if stage in self.parties:
             # on the event loop itself: only asyncio.gather lets the other calls arrive
@@ -294,13 +320,20 @@ def test_async_and_sync_runs_send_the_same_prompts():
     ],
 )
 def test_nli_replies_parse_or_keep_the_passage(reply: str, kept: bool, parsed: bool):
-    graph = amber.build(model=ScriptedModel(script=script(filter=reply)), retriever=KeywordRetriever(passages=CORPUS))
+    graph = amber.build(
+        model=ScriptedModel(script=script(filter=reply)),
+        retriever=KeywordRetriever(passages=CORPUS),
+    )
     events = [
         chunk
-        for chunk in graph.stream({"question": QUESTION}, context={"top_k": 3, "max_steps": 1}, stream_mode="custom")
+        for chunk in graph.stream(
+            {"question": QUESTION}, context={"top_k": 3, "max_steps": 1}, stream_mode="custom"
+        )
         if chunk["type"] == "filter"
     ]
-    assert [(e["id"], e["useful"], e["parsed"]) for e in events] == [(p, kept, parsed) for p in ("p1", "p7", "p3")]
+    assert [(e["id"], e["useful"], e["parsed"]) for e in events] == [
+        (p, kept, parsed) for p in ("p1", "p7", "p3")
+    ]
     out = run(ScriptedModel(script=script(filter=reply)), max_steps=1)
     assert out["unparsed_filters"] == (0 if parsed else 3)
     assert len(out["trace"][0]["dropped_passage_ids"]) == (0 if kept else 3)
@@ -317,10 +350,19 @@ def test_parse_nli():
 @pytest.mark.parametrize(
     ("reply", "logged"),
     [
-        ("The year is missing.\n### New Question: When was Aurelio Fenwick born?", ["When was Aurelio Fenwick born?"]),
-        ('### New Question\n\n"When was Aurelio Fenwick born?"', ["When was Aurelio Fenwick born?"]),
+        (
+            "The year is missing.\n### New Question: When was Aurelio Fenwick born?",
+            ["When was Aurelio Fenwick born?"],
+        ),
+        (
+            '### New Question\n\n"When was Aurelio Fenwick born?"',
+            ["When was Aurelio Fenwick born?"],
+        ),
         ("**New Question:** Aurelio Fenwick birth year", ["Aurelio Fenwick birth year"]),
-        ("I would search for his birth.\nAurelio Fenwick birth year", ["Aurelio Fenwick birth year"]),
+        (
+            "I would search for his birth.\nAurelio Fenwick birth year",
+            ["Aurelio Fenwick birth year"],
+        ),
         ("Aurelio Fenwick birth year\n### New Question", ["Aurelio Fenwick birth year"]),
         (f"### New Question: {QUESTION}", []),  # a repeat of the question is not searched
         ("", []),
@@ -356,7 +398,16 @@ def test_unparsed_sufficiency_means_insufficient():
 # --- prompts ----------------------------------------------------------------------------------------
 
 
-AMBER_OWN = ["init_note", "refine_query", "review", "chunk_filter", "sentence_filter", "reviewer", "challenger", "refiner"]
+AMBER_OWN = [
+    "init_note",
+    "refine_query",
+    "review",
+    "chunk_filter",
+    "sentence_filter",
+    "reviewer",
+    "challenger",
+    "refiner",
+]
 
 
 @pytest.mark.parametrize("name", AMBER_OWN)
@@ -391,12 +442,18 @@ def test_prompts_carry_what_each_agent_wrote():
     assert f"Notes: {script()['accumulate']}\n" in refiner  # the agents revise the draft
     # the memory-updating comparison: Note 1 is M_opt, Note 2 the refined candidate
     review = model.prompts_for("review")[0]
-    assert "Provided Note 1: Memory 0: Fenwick designed the bridge.\nProvided Note 2: Memory 1: " in review
+    assert (
+        "Provided Note 1: Memory 0: Fenwick designed the bridge.\nProvided Note 2: Memory 1: "
+        in review
+    )
     # one passage and the original question per NLI call
     nli = model.prompts_for("filter")[0]
     assert nli.count("Title: ") == 1 and f"Question: {QUESTION}\n" in nli
     query = model.prompts_for("refine_query")[0]
-    assert query.endswith('starting with "### New Question".') and "Existing question list: \n" in query
+    assert (
+        query.endswith('starting with "### New Question".')
+        and "Existing question list: \n" in query
+    )
 
 
 # --- events, roles, configuration --------------------------------------------------------------------
@@ -406,23 +463,43 @@ def test_stream_reports_each_decision_and_only_answer_tokens():
     model = ScriptedModel(script=script(sufficiency=[FALSE, TRUE]))
     graph = amber.build(model=model, retriever=KeywordRetriever(passages=CORPUS))
     custom, messages = [], []
-    for mode, chunk in graph.stream({"question": QUESTION}, context={"top_k": 3}, stream_mode=["custom", "messages"]):
+    for mode, chunk in graph.stream(
+        {"question": QUESTION}, context={"top_k": 3}, stream_mode=["custom", "messages"]
+    ):
         (custom if mode == "custom" else messages).append(chunk)
     kinds = [e["type"] for e in custom]
     assert kinds == [
-        "passages", *["filter"] * 3, "sentences", "note", *["memory_review"] * 3, "verdict", "sufficiency",
-        "queries", "passages", "filter", "sentences", *["memory_review"] * 3, "verdict", "sufficiency",
+        "passages",
+        *["filter"] * 3,
+        "sentences",
+        "note",
+        *["memory_review"] * 3,
+        "verdict",
+        "sufficiency",
+        "queries",
+        "passages",
+        "filter",
+        "sentences",
+        *["memory_review"] * 3,
+        "verdict",
+        "sufficiency",
         "answer",
     ]
     assert [e["agent"] for e in custom if e["type"] == "memory_review"] == AGENTS * 2
-    assert [(e["step"], e["sufficient"]) for e in custom if e["type"] == "sufficiency"] == [(0, False), (1, True)]
+    assert [(e["step"], e["sufficient"]) for e in custom if e["type"] == "sufficiency"] == [
+        (0, False),
+        (1, True),
+    ]
     assert [e["accepted"] for e in custom if e["type"] == "verdict"] == [True, True]
     assert {meta["langgraph_node"] for _, meta in messages} == {"answer"}
     assert "".join(str(m.content) for m, _ in messages) == "1871"
 
 
 def test_filter_model_serves_the_chunk_filter_only():
-    model, nli = ScriptedModel(script=script(sufficiency=TRUE)), ScriptedModel(script={"filter": USELESS})
+    model, nli = (
+        ScriptedModel(script=script(sufficiency=TRUE)),
+        ScriptedModel(script={"filter": USELESS}),
+    )
     graph = amber.build(model=model, retriever=KeywordRetriever(passages=CORPUS), filter_model=nli)
     out = graph.invoke({"question": QUESTION}, context={"top_k": 3, "max_steps": 1})
     assert nli.stages == ["filter"] * 3 and "filter" not in model.stages
@@ -446,7 +523,9 @@ def test_studio_schemas():
     assert {"chunk_filter", "sentence_filter", "agent_updater"} <= set(context)
     assert "w/o CF" in context["chunk_filter"]["description"]
     assert set(graph.get_input_jsonschema()["properties"]) == {"question", "messages", "task"}
-    assert {"answer", "best_note", "trace", "query_log", "llm_calls"} <= set(graph.get_output_jsonschema()["properties"])
+    assert {"answer", "best_note", "trace", "query_log", "llm_calls"} <= set(
+        graph.get_output_jsonschema()["properties"]
+    )
 
 
 # --- the real local model ------------------------------------------------------------------------

@@ -80,7 +80,11 @@ def test_no_retrieval_makes_one_call_and_no_search():
     ("task", "vanilla_marker", "closed_marker"),
     [
         ("asqa", "using only the provided passages", "Instruction: Write an accurate, engaging"),
-        ("strategyqa", "Only give me 'yes' or 'no'", "Only give me 'yes' or 'no'"),  # thunlp/DeepNote's files
+        (
+            "strategyqa",
+            "Only give me 'yes' or 'no'",
+            "Only give me 'yes' or 'no'",
+        ),  # thunlp/DeepNote's files
     ],
 )
 def test_task_selects_the_prompt(task: str, vanilla_marker: str, closed_marker: str):

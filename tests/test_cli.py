@@ -568,7 +568,9 @@ EVERY_STAGE = {
 
 @pytest.mark.parametrize("method", noterag.METHODS)
 def test_every_method_runs_through_ask(method: str, index_dir: Path, scripted: dict[str, Any]):
-    scripted["model"] = ScriptedModel.for_method(method, script=script(**EVERY_STAGE), default="1871")
+    scripted["model"] = ScriptedModel.for_method(
+        method, script=script(**EVERY_STAGE), default="1871"
+    )
     result = cli("ask", QUESTION, "--method", method, "--index", str(index_dir), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["answer"] == "1871"
@@ -600,7 +602,9 @@ def test_context_pairs_reach_the_method(index_dir: Path, scripted: dict[str, Any
         (["-c", "top_k=0"], "top_k must be at least 1"),
     ],
 )
-def test_settings_a_method_does_not_have_are_one_error(args: list[str], message: str, index_dir: Path):
+def test_settings_a_method_does_not_have_are_one_error(
+    args: list[str], message: str, index_dir: Path
+):
     assert_one_error_line(cli("ask", QUESTION, "--index", str(index_dir), *args), message)
 
 
@@ -626,7 +630,9 @@ def _closed_port() -> int:
 
 
 def test_index_into_unreachable_elasticsearch_is_one_line(tmp_path: Path):
-    pytest.importorskip("elasticsearch", reason="the es extra (langchain-elasticsearch) is not installed")
+    pytest.importorskip(
+        "elasticsearch", reason="the es extra (langchain-elasticsearch) is not installed"
+    )
     url = f"http://127.0.0.1:{_closed_port()}"
     corpus = write_corpus(tmp_path / "corpus.jsonl")
     assert_one_error_line(cli("index", str(corpus), "--es", url, "--index", "hotpot"), url)
@@ -635,7 +641,9 @@ def test_index_into_unreachable_elasticsearch_is_one_line(tmp_path: Path):
 
 
 def test_index_dense_then_ask_over_it(tmp_path: Path, scripted: dict[str, Any]):
-    pytest.importorskip("sentence_transformers", reason="the dense extra (sentence-transformers) is not installed")
+    pytest.importorskip(
+        "sentence_transformers", reason="the dense extra (sentence-transformers) is not installed"
+    )
     corpus, out = write_corpus(tmp_path / "corpus.jsonl"), tmp_path / "dense"
     built = cli("index", str(corpus), "--out", str(out), "--dense")
     assert built.exit_code == 0, built.output
@@ -649,7 +657,9 @@ def test_a_prompt_file_replaces_one_prompt_for_the_run(
     index_dir: Path, scripted: dict[str, Any], tmp_path: Path
 ):
     variant = tmp_path / "refine.txt"
-    variant.write_text("Two new questions about {query}, please. Known: {note} | asked: {query_log}")
+    variant.write_text(
+        "Two new questions about {query}, please. Known: {note} | asked: {query_log}"
+    )
     result = cli("ask", QUESTION, "--index", str(index_dir), "--max-steps", "1",
                  "--prompt", f"refine_query={variant}")  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -664,7 +674,10 @@ def test_a_prompt_file_replaces_one_prompt_for_the_run(
     ("pair", "message"),
     [
         ("nonsense={file}", "no prompt named 'nonsense'; prompts: init_note, refine_query"),
-        ("refine_query=/nonexistent/p.txt", "--prompt refine_query: cannot read /nonexistent/p.txt"),
+        (
+            "refine_query=/nonexistent/p.txt",
+            "--prompt refine_query: cannot read /nonexistent/p.txt",
+        ),
         ("refine_query", "--prompt takes NAME=FILE"),
     ],
 )
@@ -672,7 +685,9 @@ def test_bad_prompt_overrides_are_one_error_line_before_any_model(
     index_dir: Path, scripted: dict[str, Any], tmp_path: Path, pair: str, message: str
 ):
     (tmp_path / "p.txt").write_text("x {query}")
-    result = cli("ask", QUESTION, "--index", str(index_dir), "--prompt", pair.format(file=tmp_path / "p.txt"))
+    result = cli(
+        "ask", QUESTION, "--index", str(index_dir), "--prompt", pair.format(file=tmp_path / "p.txt")
+    )
     assert_one_error_line(result, message)
     assert scripted["model"].calls == []
 
@@ -685,13 +700,18 @@ def test_an_unknown_method_is_a_usage_error_naming_the_methods(index_dir: Path):
 
 def test_methods_says_which_profile_produced_the_published_numbers():
     out = cli("methods").stdout
-    assert "official (reproduces the official code: the configuration that produced the published numbers)" in " ".join(out.split())
+    assert (
+        "official (reproduces the official code: the configuration that produced the published numbers)"
+        in " ".join(out.split())
+    )
     assert "prompts (--prompt NAME=FILE): init_note, refine_query" in " ".join(out.split())
 
 
 def test_ask_refuses_a_task_the_method_cannot_answer_before_any_model(
     index_dir: Path, scripted: dict[str, Any]
 ):
-    result = cli("ask", QUESTION, "--index", str(index_dir), "--method", "deepnote", "--task", "crud")
+    result = cli(
+        "ask", QUESTION, "--index", str(index_dir), "--method", "deepnote", "--task", "crud"
+    )
     assert_one_error_line(result, "deepnote cannot answer task 'crud'")
     assert scripted["specs"] == [] and scripted["model"].calls == []

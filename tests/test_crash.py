@@ -340,9 +340,7 @@ def big_corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
     return corpus, time.perf_counter() - clock
 
 
-def _kill_builds(
-    rng: random.Random, corpus: Path, out: Path, seconds: float, *extra: str
-) -> str:
+def _kill_builds(rng: random.Random, corpus: Path, out: Path, seconds: float, *extra: str) -> str:
     """Start a build, wait until its temporary directory exists, kill it a random fraction of
     a build later. Returns what happened ("killed" or "finished")."""
     proc = subprocess.Popen(_index_cmd(corpus, out, *extra), env=_env(),

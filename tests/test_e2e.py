@@ -30,13 +30,35 @@ def test_noterag_ask_with_the_local_model(method: str, tmp_path):
     env = os.environ | {"NOTERAG_CACHE": str(tmp_path / "cache")}
     built = subprocess.run(
         [sys.executable, "-m", "noterag", "index", str(sample_corpus()), "--out", str(index)],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert built.returncode == 0, built.stderr
     done = subprocess.run(
-        [sys.executable, "-m", "noterag", "ask", question, "--method", method,
-         "--index", str(index), "--model", "local", "--max-tokens", "160", "--json"],
-        capture_output=True, text=True, env=env, timeout=900, check=False,
+        [
+            sys.executable,
+            "-m",
+            "noterag",
+            "ask",
+            question,
+            "--method",
+            method,
+            "--index",
+            str(index),
+            "--model",
+            "local",
+            "--max-tokens",
+            "160",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     state = json.loads(done.stdout)
@@ -48,4 +70,3 @@ def test_noterag_ask_with_the_local_model(method: str, tmp_path):
     assert state["stop_reason"]
     # progress was streamed to stderr while it worked
     assert "[step 0]" in done.stderr and "stopped:" in done.stderr
-

@@ -88,8 +88,15 @@ def dataset(tmp_path: Path) -> Path:
     [
         ("vanilla", {"answer": "Aurelio Fenwick"}, None),
         ("deepnote", velmora_script(answer="Aurelio Fenwick"), "best_note"),
-        ("resp", {"judge": "Yes", "summarize": "The architect is Aurelio Fenwick.",
-                  "answer": "Aurelio Fenwick"}, "memory"),
+        (
+            "resp",
+            {
+                "judge": "Yes",
+                "summarize": "The architect is Aurelio Fenwick.",
+                "answer": "Aurelio Fenwick",
+            },
+            "memory",
+        ),
     ],
 )
 def test_every_row_has_every_field(
@@ -169,7 +176,9 @@ class GateModel(BaseChatModel):
             pass
         self._in_flight -= 1
         usage = {"input_tokens": 3, "output_tokens": 1, "total_tokens": 4}
-        return ChatResult(generations=[ChatGeneration(message=AIMessage("x", usage_metadata=usage))])
+        return ChatResult(
+            generations=[ChatGeneration(message=AIMessage("x", usage_metadata=usage))]
+        )
 
 
 @pytest.mark.parametrize("concurrency", [1, 3])
@@ -256,7 +265,9 @@ def test_sigkill_mid_run_then_rerun_gives_every_question_once(tmp_path: Path) ->
         assert 2 <= len(before) <= 3
         server.release.set()
         server.requests = 0
-        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run(
+            args, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
         assert done.returncode == 0, done.stderr
     finally:
         server.release.set()
@@ -346,7 +357,12 @@ def test_a_failing_question_is_recorded_and_the_run_goes_on(dataset: Path, tmp_p
 
 
 def test_retry_errors_runs_the_failed_questions_again(dataset: Path, tmp_path: Path) -> None:
-    evaluate("vanilla", dataset, tmp_path / "run", ScriptedModel(script={"answer": explode_on("Question 3:")}))
+    evaluate(
+        "vanilla",
+        dataset,
+        tmp_path / "run",
+        ScriptedModel(script={"answer": explode_on("Question 3:")}),
+    )
     fixed = ScriptedModel(script={"answer": "Aurelio Fenwick"})
     evaluate("vanilla", dataset, tmp_path / "run", fixed)  # a plain resume keeps the failure
     assert fixed.calls == []
@@ -392,15 +408,19 @@ def test_an_unreachable_endpoint_stops_before_anything_is_written(
 # --------------------------------------------------------------------------- configuration
 
 
-def test_another_configuration_into_the_same_run_dir_is_refused(dataset: Path, tmp_path: Path) -> None:
+def test_another_configuration_into_the_same_run_dir_is_refused(
+    dataset: Path, tmp_path: Path
+) -> None:
     model = ScriptedModel(script={"answer": "x"})
     evaluate("vanilla", dataset, tmp_path / "run", model, limit=2, context={"top_k": 2})
     with pytest.raises(RunDirError, match=r'context \{"top_k": 2\} → \{"top_k": 3\}'):
         evaluate("vanilla", dataset, tmp_path / "run", model, context={"top_k": 3})
-    with pytest.raises(RunDirError, match="method \"vanilla\" → \"no-retrieval\".*--force"):
+    with pytest.raises(RunDirError, match='method "vanilla" → "no-retrieval".*--force'):
         evaluate("no-retrieval", dataset, tmp_path / "run", model, context={"top_k": 2})
     assert len(model.calls) == 2  # refused before any question ran
-    summary = evaluate("vanilla", dataset, tmp_path / "run", model, context={"top_k": 3}, force=True)
+    summary = evaluate(
+        "vanilla", dataset, tmp_path / "run", model, context={"top_k": 3}, force=True
+    )
     assert summary["n"] == 6 and summary["context"] == {"top_k": 3}
     assert {r["context"]["top_k"] for r in read_rows(tmp_path / "run")} == {3}
 
@@ -528,7 +548,10 @@ def test_eval_command_errors_are_one_line(
 
 
 def test_compare_command_prints_the_table_and_writes_the_plot(
-    index_dir: Path, dataset: Path, tmp_path: Path, scripted_cli: dict[str, Any],
+    index_dir: Path,
+    dataset: Path,
+    tmp_path: Path,
+    scripted_cli: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("NOTERAG_MODEL", raising=False)  # no --model: "local" names the model

@@ -71,9 +71,16 @@ class Recording(KeywordRetriever):
 OFFICIAL_SCRIPT = velmora_script(
     # a note with newlines (the official loop deletes them), verdicts that exercise the brace
     # cut, the substring fallback and a rejection
-    accumulate=["Aurelio Fenwick (1871-1938)\ndesigned the bridge.", "Clara Fenwick\npainted it.",
-                "Lise Ambrath was born in 1866."],
-    review=['```json {"status":"True"}```', "I think Note 2 is better: true", '{"status": "False"}'],
+    accumulate=[
+        "Aurelio Fenwick (1871-1938)\ndesigned the bridge.",
+        "Clara Fenwick\npainted it.",
+        "Lise Ambrath was born in 1866.",
+    ],
+    review=[
+        '```json {"status":"True"}```',
+        "I think Note 2 is better: true",
+        '{"status": "False"}',
+    ],
 )
 
 
@@ -92,9 +99,14 @@ def test_official_prompt_stream_is_the_official_loops(method: str, settings: dic
     graph = noterag.build_graph(method, model=model, retriever=retriever)
     graph.invoke({"question": QUESTION}, context={"profile": "official", "top_k": 5} | settings)
     expected = official_stream(
-        method, QUESTION, KeywordRetriever(passages=CORPUS),
-        ScriptedModel(script=OFFICIAL_SCRIPT)._reply, settings.get("top_k", 5),
-        settings["max_steps"], settings["max_failures"], settings.get("max_passages", 15),
+        method,
+        QUESTION,
+        KeywordRetriever(passages=CORPUS),
+        ScriptedModel(script=OFFICIAL_SCRIPT)._reply,
+        settings.get("top_k", 5),
+        settings["max_steps"],
+        settings["max_failures"],
+        settings.get("max_passages", 15),
     )
     assert [stage for stage, _ in model.calls] == [stage for stage, _ in expected]
     for (stage, sent), (_, want) in zip(model.calls, expected, strict=True):
@@ -104,24 +116,31 @@ def test_official_prompt_stream_is_the_official_loops(method: str, settings: dic
 def test_official_deepnote_prompts_are_not_the_papers():
     """The official query-refinement file, not Table 11's "Please provide the note you wrote:"."""
     model = ScriptedModel(script=velmora_script())
-    noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS)).invoke(
-        {"question": QUESTION}, context={"profile": "official", "max_steps": 1})
+    noterag.build_graph(
+        "deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS)
+    ).invoke({"question": QUESTION}, context={"profile": "official", "max_steps": 1})
     assert model.prompts_for("refine_query")[0].endswith(
-        "Do not print any other words. Do not explain. Output only the two new questions you asked.")
+        "Do not print any other words. Do not explain. Output only the two new questions you asked."
+    )
     assert '```json {"status":"True"}```' in model.prompts_for("review")[0]
     paper = ScriptedModel(script=velmora_script())
-    noterag.build_graph("deepnote", model=paper, retriever=KeywordRetriever(passages=CORPUS)).invoke(
-        {"question": QUESTION}, context={"max_steps": 1})
+    noterag.build_graph(
+        "deepnote", model=paper, retriever=KeywordRetriever(passages=CORPUS)
+    ).invoke({"question": QUESTION}, context={"max_steps": 1})
     assert paper.prompts_for("refine_query")[0].endswith("Please provide the note you wrote:")
 
 
-@pytest.mark.parametrize(("task", "file"), [("asqa", "gen_answer_asqa"), ("strategyqa", "gen_answer_strategyqa")])
+@pytest.mark.parametrize(
+    ("task", "file"), [("asqa", "gen_answer_asqa"), ("strategyqa", "gen_answer_strategyqa")]
+)
 def test_official_deepnote_answer_files_per_task(task: str, file: str):
     model = ScriptedModel(script=velmora_script(accumulate="N"))
-    noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS)).invoke(
-        {"question": QUESTION, "task": task}, context={"profile": "official", "max_steps": 1})
+    noterag.build_graph(
+        "deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS)
+    ).invoke({"question": QUESTION, "task": task}, context={"profile": "official", "max_steps": 1})
     assert model.prompts_for("answer") == [
-        official_file("thunlp-DeepNote", file).format(query=QUESTION, note="N")]
+        official_file("thunlp-DeepNote", file).format(query=QUESTION, note="N")
+    ]
 
 
 # --- the official loop's edge cases -----------------------------------------------------------
@@ -129,14 +148,16 @@ def test_official_deepnote_answer_files_per_task(task: str, file: str):
 
 def test_max_failures_zero_runs_one_step_under_official_and_none_under_paper():
     official = ScriptedModel(script=velmora_script())
-    out = noterag.build_graph("deepnote", model=official, retriever=KeywordRetriever(passages=CORPUS)).invoke(
-        {"question": QUESTION}, context={"profile": "official", "max_failures": 0})
+    out = noterag.build_graph(
+        "deepnote", model=official, retriever=KeywordRetriever(passages=CORPUS)
+    ).invoke({"question": QUESTION}, context={"profile": "official", "max_failures": 0})
     # the official loop tests the failure count after a step: count(False) >= 0 then stops
     assert official.stages == ["init_note", *LOOP, "answer"]
     assert "max_failures" in out["stop_reason"]
     paper = ScriptedModel(script=velmora_script())
-    noterag.build_graph("deepnote", model=paper, retriever=KeywordRetriever(passages=CORPUS)).invoke(
-        {"question": QUESTION}, context={"max_failures": 0})
+    noterag.build_graph(
+        "deepnote", model=paper, retriever=KeywordRetriever(passages=CORPUS)
+    ).invoke({"question": QUESTION}, context={"max_failures": 0})
     assert paper.stages == ["init_note", "answer"]
 
 
@@ -152,13 +173,18 @@ class KwargsModel(ScriptedModel):
 
 def test_official_sampling_reaches_a_model_object_the_caller_built():
     model = KwargsModel(script=velmora_script())
-    graph = noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    graph = noterag.build_graph(
+        "deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS)
+    )
     graph.invoke({"question": QUESTION}, context={"profile": "official", "max_steps": 1})
     assert model._kwargs and all(
-        k == {"temperature": 0.1, "top_p": 0.9, "max_tokens": 1280} for k in model._kwargs)
+        k == {"temperature": 0.1, "top_p": 0.9, "max_tokens": 1280} for k in model._kwargs
+    )
     # a setting of the run wins over the profile's
     model._kwargs.clear()
-    graph.invoke({"question": QUESTION}, context={"profile": "official", "max_steps": 1, "temperature": 0.0})
+    graph.invoke(
+        {"question": QUESTION}, context={"profile": "official", "max_steps": 1, "temperature": 0.0}
+    )
     assert all(k["temperature"] == 0.0 and k["max_tokens"] == 1280 for k in model._kwargs)
     # the paper profile leaves the model's own
     model._kwargs.clear()
@@ -168,30 +194,47 @@ def test_official_sampling_reaches_a_model_object_the_caller_built():
 
 def test_official_dense_runs_send_the_joined_title_text_format():
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
-    store.add_documents([Document(p["text"], id=p["id"], metadata={"id": p["id"], "title": p["title"]})
-                         for p in CORPUS])
+    store.add_documents(
+        [
+            Document(p["text"], id=p["id"], metadata={"id": p["id"], "title": p["title"]})
+            for p in CORPUS
+        ]
+    )
     retriever = store.as_retriever(search_kwargs={"k": 5})
     model = ScriptedModel(script=velmora_script())
     noterag.build_graph("deepnote", model=model, retriever=retriever).invoke(
-        {"question": QUESTION}, context={"profile": "official", "max_steps": 0, "top_k": 2})
+        {"question": QUESTION}, context={"profile": "official", "max_steps": 0, "top_k": 2}
+    )
     first_two = [d for d in retriever.invoke(QUESTION, k=2)]
     refs = "\n".join(f"{d.metadata['title']}\n{d.page_content}" for d in first_two)
     assert model.prompts_for("init_note") == [
-        official_file("thunlp-DeepNote", "init_note").format(query=QUESTION, refs=refs)]
+        official_file("thunlp-DeepNote", "init_note").format(query=QUESTION, refs=refs)
+    ]
 
 
-@pytest.mark.parametrize(("method", "task"), [("deepnote", "strategyqa"), ("adaptive-note", "asqa")])
+@pytest.mark.parametrize(
+    ("method", "task"), [("deepnote", "strategyqa"), ("adaptive-note", "asqa")]
+)
 def test_official_tasks_run_on_dense_retrieval_use_the_joined_format(method: str, task: str):
     model = ScriptedModel(script=velmora_script())
     noterag.build_graph(method, model=model, retriever=KeywordRetriever(passages=CORPUS)).invoke(
-        {"question": QUESTION, "task": task}, context={"profile": "official", "max_steps": 0, "top_k": 1})
-    assert "Document content: Velmora Bridge\nThe Velmora Bridge over the Ostra" in model.prompts_for("init_note")[0]
+        {"question": QUESTION, "task": task},
+        context={"profile": "official", "max_steps": 0, "top_k": 1},
+    )
+    assert (
+        "Document content: Velmora Bridge\nThe Velmora Bridge over the Ostra"
+        in model.prompts_for("init_note")[0]
+    )
 
 
 @pytest.mark.parametrize(
     ("code", "task", "refs"),
     [
-        ("adaptive-note", "multihop", "Passage #1 Title: Velmora Bridge\nPassage #1 Text: {text} \n\n"),
+        (
+            "adaptive-note",
+            "multihop",
+            "Passage #1 Title: Velmora Bridge\nPassage #1 Text: {text} \n\n",
+        ),
         ("deepnote", "multihop", "Title: Velmora Bridge\nText: {text} \n\n"),
         ("deepnote", "strategyqa", "Velmora Bridge\n{text}"),
     ],
@@ -200,10 +243,14 @@ def test_official_baselines_follow_the_named_official_code(code: str, task: str,
     model = ScriptedModel(script={"answer": "yes"})
     noterag.build_graph("vanilla", model=model, retriever=KeywordRetriever(passages=CORPUS)).invoke(
         {"question": QUESTION, "task": task},
-        context={"profile": "official", "top_k": 1, "official_code": code})
+        context={"profile": "official", "top_k": 1, "official_code": code},
+    )
     file = {"multihop": "base", "strategyqa": "base_strategyqa"}[task]
-    assert model.prompts_for("answer") == [official_file("thunlp-DeepNote", file).format(
-        query=QUESTION, refs=refs.format(text=CORPUS[0]["text"]))]
+    assert model.prompts_for("answer") == [
+        official_file("thunlp-DeepNote", file).format(
+            query=QUESTION, refs=refs.format(text=CORPUS[0]["text"])
+        )
+    ]
 
 
 # --- the paper profile: k passages per step ---------------------------------------------------
@@ -220,7 +267,10 @@ class Fresh(BaseRetriever):
         with self._lock:
             self._queries.append(query)
             ids = [next(self._counter) for _ in range(k or 5)]
-        return [Document(f"text {i}", id=f"f{i}", metadata={"id": f"f{i}", "title": f"T{i}"}) for i in ids]
+        return [
+            Document(f"text {i}", id=f"f{i}", metadata={"id": f"f{i}", "title": f"T{i}"})
+            for i in ids
+        ]
 
 
 def accepting() -> dict[str, Any]:
@@ -230,7 +280,9 @@ def accepting() -> dict[str, Any]:
 
 def test_paper_adaptive_note_reads_k_per_step_and_stops_on_t_rp_after_the_step_reaching_it():
     model, retriever = ScriptedModel(script=accepting()), Fresh()
-    out = noterag.build_graph("adaptive-note", model=model, retriever=retriever).invoke({"question": QUESTION})
+    out = noterag.build_graph("adaptive-note", model=model, retriever=retriever).invoke(
+        {"question": QUESTION}
+    )
     # k = 5, T_RP = 15: 5 initial + 5 + 5 reaches it after step 2 (T_CI = 3 would allow a third)
     assert model.stages == ["init_note", *LOOP * 2, "answer"]
     for prompt in model.prompts_for("accumulate"):
@@ -243,7 +295,9 @@ def test_paper_adaptive_note_reads_k_per_step_and_stops_on_t_rp_after_the_step_r
 
 def test_paper_deepnote_has_no_passage_cap_and_runs_to_max_steps():
     model, retriever = ScriptedModel(script=accepting()), Fresh()
-    out = noterag.build_graph("deepnote", model=model, retriever=retriever).invoke({"question": QUESTION})
+    out = noterag.build_graph("deepnote", model=model, retriever=retriever).invoke(
+        {"question": QUESTION}
+    )
     assert model.stages == ["init_note", *LOOP * 3, "answer"]  # max_step 3
     assert [p.count("Title: T") for p in model.prompts_for("accumulate")] == [5, 5, 5]
     assert len(out["passage_ids"]) == 20
@@ -254,7 +308,8 @@ def test_paper_deepnote_has_no_passage_cap_and_runs_to_max_steps():
 def test_official_deepnote_keeps_the_cap_of_fifteen_strictly_greater():
     model = ScriptedModel(script=accepting())
     out = noterag.build_graph("deepnote", model=model, retriever=Fresh()).invoke(
-        {"question": QUESTION}, context={"profile": "official", "max_steps": 10, "max_failures": 10})
+        {"question": QUESTION}, context={"profile": "official", "max_steps": 10, "max_failures": 10}
+    )
     # 5, 10, 15 distinct: not > 15, one more step; 20 > 15 stops
     assert model.stages == ["init_note", *LOOP * 3, "answer"]
     assert out["stop_reason"] == "20 distinct passages (max_passages = 15)"

@@ -90,7 +90,9 @@ def test_progress_events_are_typed_and_come_before_the_answer_tokens(method: str
             assert meta["langgraph_node"] == "answer"  # only the answer's tokens stream
             order.append("token")
     assert "token" in order
-    before = [kind for kind in order[order.index("token"):] if kind not in ("token", "event:answer")]
+    before = [
+        kind for kind in order[order.index("token") :] if kind not in ("token", "event:answer")
+    ]
     assert before == [], "a progress event came after the answer began to stream"
 
 
@@ -115,9 +117,18 @@ def test_eval_rows_keep_what_the_method_declares(method: str, tmp_path: Path):
     data = tmp_path / "q.jsonl"
     data.write_text(json.dumps({"id": "q1", "question": QUESTION, "answers": ["1871"]}) + "\n")
     model = scripted(method, default="ok")
-    run_eval(method, data, tmp_path / "run", index=KeywordRetriever(passages=CORPUS), model=model,
-             context=small(method), progress=False)
-    (row,) = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    run_eval(
+        method,
+        data,
+        tmp_path / "run",
+        index=KeywordRetriever(passages=CORPUS),
+        model=model,
+        context=small(method),
+        progress=False,
+    )
+    (row,) = [
+        json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
+    ]
     assert row["error"] is None
     for key in noterag.METHODS[method].result_fields:
         assert key in row, key
@@ -148,5 +159,7 @@ def test_an_oversized_question_is_refused_before_any_call(method: str):
 
     model = scripted(method)
     with pytest.raises(ConfigError, match="characters long"):
-        graph_of(method, model).invoke({"messages": [{"role": "user", "content": "x" * (MAX_QUESTION_CHARS + 1)}]})
+        graph_of(method, model).invoke(
+            {"messages": [{"role": "user", "content": "x" * (MAX_QUESTION_CHARS + 1)}]}
+        )
     assert model.calls == []

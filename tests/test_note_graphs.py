@@ -30,8 +30,12 @@ def script(**overrides: Any) -> dict[str, Any]:
     return velmora_script(**overrides)
 
 
-def run(method: str, model: ScriptedModel, retriever: BaseRetriever | None = None, **context: Any) -> dict:
-    graph = noterag.build_graph(method, model=model, retriever=retriever or KeywordRetriever(passages=CORPUS))
+def run(
+    method: str, model: ScriptedModel, retriever: BaseRetriever | None = None, **context: Any
+) -> dict:
+    graph = noterag.build_graph(
+        method, model=model, retriever=retriever or KeywordRetriever(passages=CORPUS)
+    )
     # top-2 keeps the small corpus from running out of unseen passages in three steps
     return graph.invoke({"question": QUESTION}, context={"top_k": 2} | context)
 
@@ -68,7 +72,9 @@ def test_one_graph_step_per_paper_step_and_the_review_decides(method: str):
     assert steps == ["question", "init_note", *LOOP * 2, "answer"]
     by_step = [(name, value or {}) for update in updates for name, value in update.items()]
     # the searches' passages arrive with the note steps that read them
-    assert [bool(v.get("passages")) for n, v in by_step if n in ("init_note", "accumulate")] == [True] * 3
+    assert [bool(v.get("passages")) for n, v in by_step if n in ("init_note", "accumulate")] == [
+        True
+    ] * 3
     # only the last review stops, and says why
     reasons = [(n, v.get("stop_reason")) for n, v in by_step if n == "review"]
     assert reasons[0] == ("review", None) and "max_steps = 2" in (reasons[1][1] or "")
@@ -189,7 +195,11 @@ def test_repeated_questions_are_dropped_and_the_step_fails_without_calls():
     # step 1 finds Fenwick's passage; step 2 asks the same question again: nothing new to read
     assert model.stages == ["init_note", *LOOP, "refine_query", "refine_query", "answer"]
     assert out["query_log"] == ["When was Aurelio Fenwick born?"]
-    assert [e["reason"] for e in out["trace"][1:]] == ["reviewed", "no new passages", "no new passages"]
+    assert [e["reason"] for e in out["trace"][1:]] == [
+        "reviewed",
+        "no new passages",
+        "no new passages",
+    ]
 
 
 # --- retrieval edge cases ----------------------------------------------------------------------
@@ -217,7 +227,9 @@ def test_empty_retrieval_official_still_sends_every_prompt():
 
 def test_question_without_answer_in_corpus_completes():
     model = ScriptedModel(script=script(answer="unknown", review='{"status": "False"}'))
-    graph = noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    graph = noterag.build_graph(
+        "deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS)
+    )
     out = graph.invoke({"question": "Who won the 1990 Zorblat chess open?"})
     assert out["answer"] == "unknown"
     assert out["trace"] and out["steps"] >= 1
@@ -236,14 +248,18 @@ def test_paper_prompts_number_passages_and_never_repeat_one():
         assert not any(f"Title: {t}\n" in prompt for t in first_titles)
     # the query log lists one question per line
     second = model.prompts_for("refine_query")[1]
-    assert "Existing question list: When was Aurelio Fenwick born?\nMarrowgate Institute\n" in second
+    assert (
+        "Existing question list: When was Aurelio Fenwick born?\nMarrowgate Institute\n" in second
+    )
 
 
 def test_official_deepnote_prompt_stream():
     class Recording(KeywordRetriever):
         queries: ClassVar[list[str]] = []
 
-        def _get_relevant_documents(self, query: str, *, run_manager: Any = None, k: int | None = None):
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: Any = None, k: int | None = None
+        ):
             self.queries.append(query)
             return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
 
@@ -251,13 +267,24 @@ def test_official_deepnote_prompt_stream():
     reply = "1. When was Aurelio Fenwick born?\n2. Marrowgate Institute"
     model = ScriptedModel(script=script(refine_query=reply, accumulate="line one\nline two"))
     out = run("deepnote", model, retriever, profile="official", max_steps=2, max_passages=100)
-    assert retriever.queries == [QUESTION, (reply + "\n" + QUESTION)[:500], (reply + "\n" + QUESTION)[:500]]
+    assert retriever.queries == [
+        QUESTION,
+        (reply + "\n" + QUESTION)[:500],
+        (reply + "\n" + QUESTION)[:500],
+    ]
     init = model.prompts_for("init_note")[0]
-    assert init.count(" \n\nTitle: ") >= 1 and "Title: Velmora Bridge\nText: " in init and "[1]" not in init
+    assert (
+        init.count(" \n\nTitle: ") >= 1
+        and "Title: Velmora Bridge\nText: " in init
+        and "[1]" not in init
+    )
     assert "existing question list: []\n" in model.prompts_for("refine_query")[0]
     assert f"existing question list: {[reply]!s}\n" in model.prompts_for("refine_query")[1]
     # the official loop lets duplicates back in while the cap is far
-    refs = [p.split("retrieved documents: ")[1].split("\nnotes: ")[0] for p in model.prompts_for("accumulate")]
+    refs = [
+        p.split("retrieved documents: ")[1].split("\nnotes: ")[0]
+        for p in model.prompts_for("accumulate")
+    ]
     assert refs[0] == refs[1]
     # newlines deleted from the updated note, which then feeds the next prompts
     assert out["best_note"] == "line oneline two"
@@ -285,22 +312,33 @@ def test_official_deduplicates_only_near_the_cap():
 # --- answer tasks, roles, async, streaming ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(("task", "marker"), [("strategyqa", 'Only give me "yes" or "no"'), ("asqa", "journalistic")])
+@pytest.mark.parametrize(
+    ("task", "marker"), [("strategyqa", 'Only give me "yes" or "no"'), ("asqa", "journalistic")]
+)
 def test_task_selects_the_answer_prompt(task: str, marker: str):
     model = ScriptedModel(script=script())
-    graph = noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    graph = noterag.build_graph(
+        "deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS)
+    )
     graph.invoke({"question": QUESTION, "task": task}, context={"max_steps": 0})
     assert marker in model.prompts_for("answer")[0]
 
 
 def test_unknown_task_is_a_config_error():
-    graph = noterag.build_graph("deepnote", model=ScriptedModel(script=script()), retriever=KeywordRetriever(passages=CORPUS))
+    graph = noterag.build_graph(
+        "deepnote",
+        model=ScriptedModel(script=script()),
+        retriever=KeywordRetriever(passages=CORPUS),
+    )
     with pytest.raises(ConfigError, match="no answer prompt for task 'poem'"):
         graph.invoke({"question": QUESTION, "task": "poem"}, context={"max_steps": 0})
 
 
 def test_role_model_answers_alone():
-    model, answerer = ScriptedModel(script=script()), ScriptedModel(script={"answer": "eighteen seventy-one"})
+    model, answerer = (
+        ScriptedModel(script=script()),
+        ScriptedModel(script={"answer": "eighteen seventy-one"}),
+    )
     graph = noterag.build_graph(
         "deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS), answer_model=answerer
     )
@@ -314,7 +352,9 @@ def test_bad_configuration_is_refused():
     with pytest.raises(ConfigError, match="unknown method"):
         noterag.build_graph("self-rga", model=model, retriever=KeywordRetriever(passages=CORPUS))
     with pytest.raises(ConfigError, match="no model role"):
-        noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS), judge_model=model)
+        noterag.build_graph(
+            "deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS), judge_model=model
+        )
     with pytest.raises(TypeError, match="max_step"):  # LangGraph builds the dataclass itself
         run("deepnote", model, max_step=3)
     with pytest.raises(ConfigError, match="unknown context field"):
@@ -328,17 +368,25 @@ def test_bad_configuration_is_refused():
 def test_async_run_sends_the_same_prompts():
     sync_model, async_model = ScriptedModel(script=script()), ScriptedModel(script=script())
     sync_out = run("deepnote", sync_model, max_steps=2)
-    graph = noterag.build_graph("deepnote", model=async_model, retriever=KeywordRetriever(passages=CORPUS))
-    async_out = asyncio.run(graph.ainvoke({"question": QUESTION}, context={"max_steps": 2, "top_k": 2}))
+    graph = noterag.build_graph(
+        "deepnote", model=async_model, retriever=KeywordRetriever(passages=CORPUS)
+    )
+    async_out = asyncio.run(
+        graph.ainvoke({"question": QUESTION}, context={"max_steps": 2, "top_k": 2})
+    )
     assert async_model.calls == sync_model.calls
     assert async_out["passage_ids"] == sync_out["passage_ids"]
 
 
 def test_stream_reports_progress_and_only_answer_tokens():
     model = ScriptedModel(script=script(review=['{"status": "True"}', '{"status": "False"}']))
-    graph = noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    graph = noterag.build_graph(
+        "deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS)
+    )
     custom, messages = [], []
-    for mode, chunk in graph.stream({"question": QUESTION}, context={"max_steps": 2}, stream_mode=["custom", "messages"]):
+    for mode, chunk in graph.stream(
+        {"question": QUESTION}, context={"max_steps": 2}, stream_mode=["custom", "messages"]
+    ):
         (custom if mode == "custom" else messages).append(chunk)
     kinds = [e["type"] for e in custom]
     assert kinds[:2] == ["passages", "note"] and kinds[-1] == "answer"
@@ -355,13 +403,17 @@ def test_token_usage_is_summed_from_the_model_replies():
 
 
 def test_studio_schemas_carry_field_descriptions():
-    graph = noterag.build_graph("deepnote", model=ScriptedModel(), retriever=KeywordRetriever(passages=CORPUS))
+    graph = noterag.build_graph(
+        "deepnote", model=ScriptedModel(), retriever=KeywordRetriever(passages=CORPUS)
+    )
     context = graph.get_context_jsonschema()
     assert context["properties"]["max_failures"]["default"] == 2
     assert "not better" in context["properties"]["max_failures"]["description"]
     assert set(graph.get_input_jsonschema()["properties"]) == {"question", "messages", "task"}
     assert {"answer", "best_note", "trace"} <= set(graph.get_output_jsonschema()["properties"])
-    an = noterag.build_graph("adaptive-note", model=ScriptedModel(), retriever=KeywordRetriever(passages=CORPUS))
+    an = noterag.build_graph(
+        "adaptive-note", model=ScriptedModel(), retriever=KeywordRetriever(passages=CORPUS)
+    )
     assert an.get_context_jsonschema()["properties"]["max_failures"]["default"] == 1
 
 
@@ -380,9 +432,15 @@ class StreamingScripted(ScriptedModel):
 
 def test_only_the_answer_streams_so_internal_calls_keep_their_usage():
     model = StreamingScripted(script=script())
-    graph = noterag.build_graph("deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    graph = noterag.build_graph(
+        "deepnote", model=model, retriever=KeywordRetriever(passages=CORPUS)
+    )
     final = None
-    for mode, chunk in graph.stream({"question": QUESTION}, context={"max_steps": 1, "top_k": 2}, stream_mode=["messages", "values"]):
+    for mode, chunk in graph.stream(
+        {"question": QUESTION},
+        context={"max_steps": 1, "top_k": 2},
+        stream_mode=["messages", "values"],
+    ):
         if mode == "values":
             final = chunk
     # the answer is the only call that streamed (the last one)

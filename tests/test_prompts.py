@@ -29,7 +29,13 @@ def paper(name: str) -> str:
 
 
 def all_prompts(prompts) -> list[Prompt]:
-    return [prompts.init_note, prompts.refine_query, prompts.accumulate, prompts.review, *prompts.answer.values()]
+    return [
+        prompts.init_note,
+        prompts.refine_query,
+        prompts.accumulate,
+        prompts.review,
+        *prompts.answer.values(),
+    ]
 
 
 @pytest.mark.parametrize("prompt", all_prompts(adaptive_note.PAPER), ids=lambda p: p.name)
@@ -48,7 +54,9 @@ def test_official_adaptive_note_prompts_say_the_same_words(stage: str):
     def squash(p: Prompt) -> str:
         return re.sub(r"\s+", "", words(p.text)).lower()
 
-    assert squash(getattr(adaptive_note.OFFICIAL, stage)) == squash(getattr(adaptive_note.PAPER, stage))
+    assert squash(getattr(adaptive_note.OFFICIAL, stage)) == squash(
+        getattr(adaptive_note.PAPER, stage)
+    )
 
 
 def test_slots_are_filled_once_and_literal_json_survives():
@@ -78,7 +86,11 @@ def test_no_method_shares_a_prompt_object_with_another_unmarked():
     for name, spec in noterag.METHODS.items():
         for prompt_set in {id(s): s for s in spec.prompts.values()}.values():
             for prompt in prompts_of(prompt_set):
-                assert owner.setdefault(id(prompt), name) == name, (prompt.name, name, owner[id(prompt)])
+                assert owner.setdefault(id(prompt), name) == name, (
+                    prompt.name,
+                    name,
+                    owner[id(prompt)],
+                )
     # the known borrowings say so
     amber = noterag.METHODS["amber"].prompts["paper"]
     assert all(p.borrowed_from for p in (amber.init_note, amber.accumulate, *amber.answer.values()))

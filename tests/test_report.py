@@ -60,9 +60,29 @@ def write_run(run_dir: Path, rows: list[dict[str, Any]], **config: Any) -> Path:
 
 def test_summary_numbers_are_the_means_of_the_rows(tmp_path: Path) -> None:
     rows = [
-        row("a", em=100, f1=100, calls=2, prompt=300, completion=30, passages=4, latency=2.0, start=0),
+        row(
+            "a",
+            em=100,
+            f1=100,
+            calls=2,
+            prompt=300,
+            completion=30,
+            passages=4,
+            latency=2.0,
+            start=0,
+        ),
         row("b", em=0, f1=50, calls=4, prompt=500, completion=50, passages=8, latency=4.0, start=1),
-        row("c", em=100, f1=80, calls=6, prompt=700, completion=70, passages=9, latency=9.0, start=20),
+        row(
+            "c",
+            em=100,
+            f1=80,
+            calls=6,
+            prompt=700,
+            completion=70,
+            passages=9,
+            latency=9.0,
+            start=20,
+        ),
         row("d", em=0, f1=0, latency=1.5, start=30, error="ModelUnavailableError: timeout"),
     ]
     summary = summarize(write_run(tmp_path / "run", rows, questions=5))
@@ -133,7 +153,9 @@ def test_a_complete_row_without_its_newline_is_a_half_written_one(tmp_path: Path
 
 def test_a_damaged_line_before_good_ones_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
-    path.write_text(json.dumps(row("a", em=1, f1=1)) + "\n{oops\n" + json.dumps(row("b", em=1, f1=1)) + "\n")
+    path.write_text(
+        json.dumps(row("a", em=1, f1=1)) + "\n{oops\n" + json.dumps(row("b", em=1, f1=1)) + "\n"
+    )
     with pytest.raises(RunDirError, match="line 2"):
         scan_results(path)
 
@@ -171,7 +193,9 @@ def test_compare_has_one_row_per_run(three_runs: list[Path]) -> None:
     assert len(body) == 3
     # every label names the model; settings appear only where the runs differ (top_k), and the
     # fair-top-k run says so
-    assert body[0].startswith("| deepnote (max_steps=3) · openai:m | 2 | 50.0 | 70.0 | 50.0 | 6.00 |")
+    assert body[0].startswith(
+        "| deepnote (max_steps=3) · openai:m | 2 | 50.0 | 70.0 | 50.0 | 6.00 |"
+    )
     assert body[1].startswith("| vanilla (fair top_k=6) · openai:m | 2 | 0.0 | 10.0 | 0.0 | 1.00 |")
     assert "| 6.0 |" in body[1]  # distinct passages
     assert body[2].startswith("| adaptive-note (max_steps=3) · local | 1/2 | 100.0 |")

@@ -435,7 +435,9 @@ def one_line_error(model: ScriptedModel, match: str, **context: Any) -> str:
 
 
 def test_a_model_without_log_probabilities_is_one_clear_error():
-    model = ScriptedModel(default="[Retrieval]", logprobs=False)  # reflection text, no log-probabilities
+    model = ScriptedModel(
+        default="[Retrieval]", logprobs=False
+    )  # reflection text, no log-probabilities
     message = one_line_error(model, "returned none for the retrieval decision")
     assert message.startswith("self-rag reads its reflection tokens from token log-probabilities")
     assert "model 'ScriptedModel'" in message

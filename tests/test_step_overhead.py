@@ -88,7 +88,9 @@ def test_a_step_node_is_one_run_and_computing_steps_stay_on_the_event_loop(
         return body
 
     monkeypatch.setattr(question_module, "ask", recorded("question", question_module.ask))
-    monkeypatch.setattr(note_loop, "threshold_stop", recorded("stop_check", note_loop.threshold_stop))
+    monkeypatch.setattr(
+        note_loop, "threshold_stop", recorded("stop_check", note_loop.threshold_stop)
+    )
     runs = Runs()
     graph = deepnote()
     config: Any = {"callbacks": [runs]}
@@ -107,7 +109,10 @@ def test_a_step_node_is_one_run_and_computing_steps_stay_on_the_event_loop(
     # under ainvoke (asyncio.run runs the loop in this thread) the bodies that only compute run
     # on the event loop: LangGraph would run a plain sync function in a worker thread
     if mode == "ainvoke":
-        assert bodies == {"question": {threading.get_ident()}, "stop_check": {threading.get_ident()}}
+        assert bodies == {
+            "question": {threading.get_ident()},
+            "stop_check": {threading.get_ident()},
+        }
 
 
 def test_on_loop_runs_a_router_and_a_node_on_the_event_loop_and_under_invoke() -> None:

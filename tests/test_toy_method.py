@@ -60,19 +60,33 @@ class GuessPrompts(AnswerPrompts):
 
 
 PROMPTS = GuessPrompts(
-    guess=Prompt("guess", "Guess the answer.\nQuestion: {query}\nEarlier guesses: {guesses}", "ours: a toy"),
-    answer={"multihop": Prompt("answer", "Answer with the guess.\nGuess: {note}\nQuestion: {query}", "ours")},
+    guess=Prompt(
+        "guess", "Guess the answer.\nQuestion: {query}\nEarlier guesses: {guesses}", "ours: a toy"
+    ),
+    answer={
+        "multihop": Prompt(
+            "answer", "Answer with the guess.\nGuess: {note}\nQuestion: {query}", "ours"
+        )
+    },
 )
 
 
 def guess(state: dict[str, Any], env: Env) -> StepGen:
     """One guess from the question and the earlier guesses."""
     step = state.get("steps", 0) + 1
-    reply = yield Ask("guess", env.prompts.guess.format(
-        query=state["question"], guesses="; ".join(state.get("guesses", []))))
+    reply = yield Ask(
+        "guess",
+        env.prompts.guess.format(
+            query=state["question"], guesses="; ".join(state.get("guesses", []))
+        ),
+    )
     env.emit({"type": "guess", "step": step, "text": reply})
-    return {"guesses": [reply], "best_note": reply, "steps": step,
-            "trace": [{"step": step, "guess": reply, "llm_calls": 1}]}
+    return {
+        "guesses": [reply],
+        "best_note": reply,
+        "steps": step,
+        "trace": [{"step": step, "guess": reply, "llm_calls": 1}],
+    }
 
 
 def enough(state: Any, ctx: Any, profile: Any) -> str | None:
@@ -82,8 +96,9 @@ def enough(state: Any, ctx: Any, profile: Any) -> str | None:
 
 def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("guess", node(guess, deps))
-    graph.add_node("stop_check", stop_check(enough, deps, go_on="guess"),
-                   destinations=("guess", "answer"))
+    graph.add_node(
+        "stop_check", stop_check(enough, deps, go_on="guess"), destinations=("guess", "answer")
+    )
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "guess")
     graph.add_edge("guess", "stop_check")
@@ -124,8 +139,9 @@ CORPUS = passages(*VELMORA_ROWS)
 
 def test_build_graph_runs_it():
     model = ScriptedModel(script=SCRIPT)
-    out = noterag.build_graph("toy-guess", model=model, retriever=KeywordRetriever(passages=CORPUS)).invoke(
-        {"question": QUESTION})
+    out = noterag.build_graph(
+        "toy-guess", model=model, retriever=KeywordRetriever(passages=CORPUS)
+    ).invoke({"question": QUESTION})
     assert model.stages == ["guess", "guess", "answer"]
     assert out["guesses"] == ["Fenwick", "1871"] and out["answer"] == "1871"
     assert out["stop_reason"] == "2 guesses (max_steps = 2)"
@@ -135,8 +151,12 @@ def test_build_graph_runs_it():
 
 def test_a_prompt_variant_without_editing_the_method():
     model = ScriptedModel(script=SCRIPT)
-    graph = noterag.build_graph("toy-guess", model=model, retriever=KeywordRetriever(passages=CORPUS),
-                                prompts={"guess": "GUESS {query}"})
+    graph = noterag.build_graph(
+        "toy-guess",
+        model=model,
+        retriever=KeywordRetriever(passages=CORPUS),
+        prompts={"guess": "GUESS {query}"},
+    )
     graph.invoke({"question": QUESTION}, context={"prompts": {"answer.multihop": "A: {note}"}})
     assert model.prompts_for("guess") == [f"GUESS {QUESTION}"] * 2
     assert model.prompts_for("answer") == ["A: 1871"]
@@ -161,14 +181,30 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedModel:
 def index_dir(tmp_path: Path) -> Path:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(p) + "\n" for p in CORPUS))
-    assert CliRunner().invoke(app, ["index", str(corpus), "--out", str(tmp_path / "index")]).exit_code == 0
+    assert (
+        CliRunner().invoke(app, ["index", str(corpus), "--out", str(tmp_path / "index")]).exit_code
+        == 0
+    )
     return tmp_path / "index"
 
 
 def test_noterag_ask_and_trace(scripted: ScriptedModel, index_dir: Path, tmp_path: Path):
     runner = CliRunner()
-    result = runner.invoke(app, ["ask", QUESTION, "--method", "toy-guess", "--index", str(index_dir),
-                                 "--json", "-c", "max_steps=3"], env={"COLUMNS": "200"})
+    result = runner.invoke(
+        app,
+        [
+            "ask",
+            QUESTION,
+            "--method",
+            "toy-guess",
+            "--index",
+            str(index_dir),
+            "--json",
+            "-c",
+            "max_steps=3",
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 0, result.output
     run = json.loads(result.stdout)
     assert run["answer"] == "1871" and scripted.stages == ["guess"] * 3 + ["answer"]
@@ -184,10 +220,24 @@ def test_noterag_ask_and_trace(scripted: ScriptedModel, index_dir: Path, tmp_pat
 def test_noterag_eval_rows(scripted: ScriptedModel, index_dir: Path, tmp_path: Path):
     data = tmp_path / "q.jsonl"
     data.write_text(json.dumps({"id": "q1", "question": QUESTION, "answers": ["1871"]}) + "\n")
-    result = CliRunner().invoke(app, ["eval", "--method", "toy-guess", "--dataset", str(data),
-                                      "--index", str(index_dir), "--out", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--method",
+            "toy-guess",
+            "--dataset",
+            str(data),
+            "--index",
+            str(index_dir),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+    )
     assert result.exit_code == 0, result.output
-    (row,) = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    (row,) = [
+        json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
+    ]
     assert row["guesses"] == ["Fenwick", "1871"]  # the field it declares
     assert row["metrics"]["em"] == 100.0 and row["stop_reason"].startswith("2 guesses")
 
@@ -203,7 +253,9 @@ def test_noterag_methods_describes_it(scripted: ScriptedModel):
 
 def test_a_chat_thread_starts_the_next_question_afresh():
     model = ScriptedModel(script={"guess": ["a", "b", "c", "d"], "answer": "x"})
-    graph = noterag.build_graph("toy-guess", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    graph = noterag.build_graph(
+        "toy-guess", model=model, retriever=KeywordRetriever(passages=CORPUS)
+    )
     graph = graph.copy(update={"checkpointer": InMemorySaver()})
     thread = {"configurable": {"thread_id": "t"}}
     graph.invoke({"messages": [{"role": "user", "content": QUESTION}]}, thread)
