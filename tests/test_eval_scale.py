@@ -444,3 +444,36 @@ def test_the_eval_command_prints_the_cache_counts(tmp_path: Path) -> None:
     )
     assert second["tokens_from_cache"] == first["tokens_from_endpoint"] > 0
     assert plain.exit_code == 0 and "from cache" not in plain.stdout
+
+
+def test_a_run_keeps_its_long_lived_objects_out_of_full_collections(tmp_path: Path) -> None:
+    """While a run answers, the objects alive when it started (modules, graph, clients) are
+    frozen: a full collection would walk them all and stall every question in flight. After the
+    run they are unfrozen, single process or with workers."""
+    import gc
+
+    from scripted import ScriptedModel, velmora_script
+
+    frozen_during: list[int] = []
+
+    class Recording(ScriptedModel):
+        def _generate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> Any:
+            frozen_during.append(gc.get_freeze_count())
+            return super()._generate(messages, stop, run_manager, **kw)
+
+    data = write_dataset(tmp_path / "q.jsonl", n=2)
+    before = gc.get_freeze_count()
+    run_eval(
+        "deepnote", data, tmp_path / "one", model=Recording(script=velmora_script()),
+        model_label="scripted", index=_retriever(), context=CONTEXT, progress=False,
+    )  # fmt: skip
+    assert frozen_during and min(frozen_during) > before + 1000
+    assert gc.get_freeze_count() == before
+    crash_model = _crash_model(tmp_path)
+    run_eval(
+        "deepnote", data, tmp_path / "two", model=crash_model.make_model(), model_label="scripted",
+        index=_retriever(), context=CONTEXT, progress=False, workers=2,
+    )  # fmt: skip
+    assert gc.get_freeze_count() == before

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import multiprocessing
 import os
 import pickle
@@ -117,6 +118,7 @@ def _worker_main(
     except Exception as exc:  # noqa: BLE001 - whatever stops the graph stops the run
         conn.send(("abort", _portable(exc), False))
         return
+    gc.freeze()  # its graph and clients too (loop.frozen_heap); the process ends with the run
     asyncio.run(_serve(conn, graph, setup))
 
 
@@ -185,31 +187,36 @@ def run_workers(
     """Answer ``todo`` over ``workers`` processes; ``keep(row)`` (the parent's writer, index
     check and progress) takes each answer. Raises the error a worker aborted with (as the
     single-process run would) or, when a worker died, ``WorkerCrashedError``."""
+    from noterag.eval.loop import frozen_heap
+
     context = multiprocessing.get_context("fork")
     queue = list(reversed(todo))  # pop() hands them out in the dataset's order
     written: set[str] = set()
     crew: list[_Worker] = []
     parent_ends: list[Connection] = []
-    try:
-        for number in range(1, workers + 1):
-            mine, theirs = context.Pipe(duplex=True)
-            process = context.Process(
-                target=_worker_main,
-                args=(theirs, list(parent_ends), setup, os.getpid()),
-                name=f"noterag-eval-{number}",
-                daemon=True,
-            )
-            process.start()
-            theirs.close()  # the parent keeps only its end: the worker's death is its EOF
-            parent_ends.append(mine)
-            crew.append(_Worker(number, process, mine, {}))
-        _serve_crew(crew, queue, written, keep)
-    finally:
-        for worker in crew:
-            if worker.process.is_alive():
-                worker.process.kill()
-            worker.process.join(5)
-            worker.conn.close()
+    # Frozen before the forks, the heap the workers inherit stays out of their collections too
+    # (no page of it is written by a collection, so none is copied).
+    with frozen_heap():
+        try:
+            for number in range(1, workers + 1):
+                mine, theirs = context.Pipe(duplex=True)
+                process = context.Process(
+                    target=_worker_main,
+                    args=(theirs, list(parent_ends), setup, os.getpid()),
+                    name=f"noterag-eval-{number}",
+                    daemon=True,
+                )
+                process.start()
+                theirs.close()  # the parent keeps only its end: the worker's death is its EOF
+                parent_ends.append(mine)
+                crew.append(_Worker(number, process, mine, {}))
+            _serve_crew(crew, queue, written, keep)
+        finally:
+            for worker in crew:
+                if worker.process.is_alive():
+                    worker.process.kill()
+                worker.process.join(5)
+                worker.conn.close()
     dead = [w for w in crew if not w.stopped or w.held]
     if dead:
         raise WorkerCrashedError(_crash_message(dead, len(queue), stopped_after()))
