@@ -21,7 +21,8 @@ state's ``steps`` is t of the last iteration (trace step 0 is the first one), as
 note methods. ``best_note`` holds M_opt. The ``sufficiency`` step itself decides both stop
 conditions (nodes.stops.amber_stop, on the state its update leads to); see noterag.nodes.amber
 for what the paper leaves open (t = 0 without a comparison, when the sufficiency check is
-skipped, parse fallbacks) and noterag.prompts.amber for the prompts (the note-updating, sufficiency and answer prompts are not Amber's own).
+skipped, parse fallbacks) and noterag.prompts.amber for the prompts (the note-updating,
+sufficiency and answer prompts are not Amber's own).
 
 Context switches ablate as Table 2: chunk_filter (w/o CF), sentence_filter (w/o SF), both
 (w/o ALL), agent_updater (w/o AMU); a switched-off step passes its input on without a call.

@@ -4,8 +4,8 @@ updater and the adaptive information collector's sufficiency decision (the paper
 Amber reuses the note methods' shared steps: ``retrieve``, their first note (memory
 initialization) and note update (memory drafting) over the filtered passages, ``review`` (memory
 updating: does the new memory improve on the best one, M_opt?), ``refine_query`` (the new
-question, with the query log) and ``answer``. The
-state key of M_opt is ``best_note``, as for every note method.
+question, with the query log) and ``answer``. The state key of M_opt is ``best_note``, as for
+every note method.
 
 What the paper leaves open, decided here:
 - both filters judge a passage against the original question q (Section 3.5: "relevant to q"),
