@@ -52,6 +52,7 @@ Writes JSON (default bench/results/throughput.json).
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import resource
 import sys
@@ -102,7 +103,7 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def bench_run(
+def eval_run(
     method: str,
     concurrency: int,
     n: int,
@@ -112,7 +113,9 @@ def bench_run(
     out: Path,
     workers: int = 1,
     cache: Path | None = None,
-) -> dict[str, Any]:
+) -> tuple[float, float, list[Any], list[dict[str, Any]]]:
+    """One ``run_eval`` against the simulated endpoint: its wall and CPU seconds, the
+    endpoint's records of its requests, and its result rows."""
     # Workers open their own client from the spec; one process keeps the object, as before.
     model: Any = (
         f"openai:sim@{sim.url}" if workers > 1 else load_chat_model(f"openai:sim@{sim.url}")
@@ -134,10 +137,26 @@ def bench_run(
         cache=cache,
     )
     wall, cpu = time.perf_counter() - started, _cpu() - cpu
-    records = sim.records()
+    rows = [json.loads(line) for line in (out / "results.jsonl").open()]
+    return wall, cpu, sim.records(), rows
+
+
+def bench_run(
+    method: str,
+    concurrency: int,
+    n: int,
+    dataset: Path,
+    sim: SimProcess,
+    index: Path,
+    out: Path,
+    workers: int = 1,
+    cache: Path | None = None,
+) -> dict[str, Any]:
+    wall, cpu, records, rows = eval_run(
+        method, concurrency, n, dataset, sim, index, out, workers, cache
+    )
     model_time = sum(r.end - r.start for r in records) or 1e-9  # a cached run: no requests
     busy, area = busy_time(records)
-    rows = [json.loads(line) for line in (out / "results.jsonl").open()]
     errors = sum(1 for row in rows if row["error"])
     # After the last question starts, fewer than `concurrency` run: the bound cannot hold there.
     drain = max(r["finished_at"] for r in rows) - max(r["started_at"] for r in rows)
@@ -168,25 +187,8 @@ def schedule_floor(
 ) -> list[dict[str, Any]]:
     """The zero-overhead schedule of ``n`` questions at each total concurrency (see the module
     docstring), from one serial run's service times."""
-    import heapq
-
-    sim.records()
-    started = time.perf_counter()
-    run_eval(
-        method,
-        dataset,
-        out,
-        index=f"bm25:{index}",
-        model=f"openai:sim@{sim.url}",
-        limit=n,
-        concurrency=1,
-        progress=False,
-        force=True,
-        model_label="sim",
-    )
-    wall = time.perf_counter() - started
-    records = sorted(sim.records(), key=lambda r: r.start)
-    rows = [json.loads(line) for line in (out / "results.jsonl").open()]
+    wall, _, records, rows = eval_run(method, 1, n, dataset, sim, index, out)
+    records.sort(key=lambda r: r.start)
     # One at a time, the rows are in the order asked and each made llm_calls requests.
     lengths, i = [], 0
     for row in rows:
