@@ -12,6 +12,8 @@ from langchain_core.retrievers import BaseRetriever
 
 from noterag.errors import ConfigError, CorpusError, IndexNotFoundError
 from noterag.retrievers import Bm25Index, BM25Retriever, build_bm25_index, load_retriever
+from noterag.retrievers import base as retriever_base
+from noterag.retrievers.base import QUICK_SEARCH_S
 
 PASSAGES = [
     {"id": "p1", "title": "Volcano", "text": "A volcano erupts lava and ash from a magma chamber."},
@@ -143,6 +145,63 @@ async def test_ainvoke_matches_invoke(index_dir: Path) -> None:
     docs = await retriever.ainvoke("ocean tides and the moon", k=2)
     assert ids(docs) == ids(retriever.invoke("ocean tides and the moon", k=2))
     assert docs[0].id == "p3"
+
+
+class _Clock:
+    """perf_counter for noterag.retrievers.base: each search takes ``step`` seconds."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        self.now += self.step / 2  # read twice per search
+        return self.now
+
+
+def _threads_of(index_dir: Path) -> tuple[BM25Retriever, list[int]]:
+    """A BM25 retriever whose searches note the thread they run in."""
+    retriever = BM25Retriever(index_dir=str(index_dir), k=2)
+    seen: list[int] = []
+    search = retriever.search
+
+    def noting(query: str, k: int | None = None) -> list[Document]:
+        seen.append(threading.get_ident())
+        return search(query, k)
+
+    object.__setattr__(retriever, "search", noting)
+    return retriever, seen
+
+
+@pytest.mark.parametrize(
+    ("search_s", "on_loop"),
+    [(QUICK_SEARCH_S / 4, [False, True, True, True]), (QUICK_SEARCH_S * 4, [False] * 4)],
+)
+async def test_quick_searches_run_on_the_event_loop_slow_ones_in_a_thread(
+    index_dir: Path, monkeypatch: pytest.MonkeyPatch, search_s: float, on_loop: list[bool]
+) -> None:
+    monkeypatch.setattr(retriever_base, "time", _Clock(search_s))
+    retriever, seen = _threads_of(index_dir)
+    for _ in on_loop:
+        docs = await retriever.ainvoke("ocean tides and the moon")
+        assert ids(docs) == ids(retriever.invoke("ocean tides and the moon"))
+        seen.pop()  # the sync invoke's
+    loop_thread = threading.get_ident()
+    assert [thread == loop_thread for thread in seen] == on_loop
+
+
+async def test_a_search_that_turns_slow_goes_back_to_a_thread(
+    index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = _Clock(QUICK_SEARCH_S / 10)
+    monkeypatch.setattr(retriever_base, "time", clock)
+    retriever, seen = _threads_of(index_dir)
+    await retriever.ainvoke("volcano")  # unknown pace: a thread
+    await retriever.ainvoke("volcano")  # quick: the loop
+    clock.step = QUICK_SEARCH_S * 20  # this one, on the loop, takes long
+    await retriever.ainvoke("volcano")
+    await retriever.ainvoke("volcano")  # the average is no longer quick: a thread
+    loop_thread = threading.get_ident()
+    assert [thread == loop_thread for thread in seen] == [False, True, True, False]
 
 
 def test_concurrent_first_use_is_safe(index_dir: Path) -> None:

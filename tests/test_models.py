@@ -108,6 +108,34 @@ def test_explicit_base_url_and_key_win(monkeypatch: pytest.MonkeyPatch) -> None:
     assert model.openai_api_key.get_secret_value() == "k"
 
 
+def test_model_clients_share_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every client reads the CA bundle once per process (an eval worker inherits it), not
+    twice per model; and it is the bundle the HTTP library would read (SSL_CERT_FILE)."""
+    import ssl
+
+    import certifi
+
+    from noterag.models.retries import tls_context
+
+    reads: list[object] = []
+    load = ssl.SSLContext.load_verify_locations
+
+    def counting(self: ssl.SSLContext, *args: object, **kwargs: object) -> None:
+        reads.append(args[0] if args else kwargs.get("cafile"))
+        load(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+    tls_context.cache_clear()
+    try:
+        first = load_chat_model("openai:a@http://127.0.0.1:1/v1")
+        second = load_chat_model("openai:b@https://example.invalid/v1")
+        assert reads == [certifi.where()]
+        assert first is not second and tls_context().verify_mode == ssl.CERT_REQUIRED
+    finally:
+        tls_context.cache_clear()  # the next test's context reads its own environment
+
+
 def test_openai_without_key_or_base_url_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
         load_chat_model("openai:gpt-4o-mini")
