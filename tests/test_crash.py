@@ -133,7 +133,7 @@ WORKER = textwrap.dedent(
              context={"max_steps": 2, "max_failures": 2}, progress=False)
     """
 )
-VOLATILE = ("latency_s", "started_at", "finished_at")
+VOLATILE = ("latency_s", "waited_s", "started_at", "finished_at")
 
 
 def _complete_rows(results: Path) -> list[dict[str, Any]]:

@@ -42,8 +42,8 @@ CORPUS = passages(*VELMORA_ROWS)
 ROW_FIELDS = {
     "id", "question", "golds", "task", "dataset", "answer", "metrics",
     "stop_reason", "steps", "queries", "trace", "llm_calls", "prompt_tokens",
-    "completion_tokens", "passages", "passage_ids", "latency_s", "started_at", "finished_at",
-    "error", "method", "context", "model", "retries", "fallbacks",
+    "completion_tokens", "passages", "passage_ids", "latency_s", "waited_s", "started_at",
+    "finished_at", "error", "method", "context", "model", "retries", "fallbacks",
 }  # fmt: skip
 HOTPOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa_dev500"
 

@@ -70,9 +70,12 @@ def eval_command(
             "--concurrency",
             "-j",
             min=1,
-            help="Questions run at the same time. Default: 1 for --model local (its llama.cpp "
-            "server answers one request at a time: more would only queue, and the latencies "
-            "would measure the queue), else 4.",
+            help="Questions waiting on the model at the same time (a method's own concurrent "
+            "calls come on top). With a model from an openai: spec, as many again are in "
+            "progress, ready with their next request, so that the endpoint stays busy while the "
+            "client works between calls (their waits are not in their latency). Default: 1 for "
+            "--model local (its llama.cpp server answers one request at a time: more would only "
+            "queue, and the latencies would measure the queue), else 4.",
             show_default=False,
         ),
     ] = None,
@@ -129,9 +132,9 @@ def eval_command(
         typer.Option(
             "--workers",
             "-w",
-            help="Processes answering the questions, each with --concurrency questions at once "
-            "(one client process is bound by its own CPU against a fast endpoint); auto: one "
-            "per CPU. One results file, written by this process.",
+            help="Processes answering the questions, each with --concurrency questions waiting "
+            "on the model at once (one client process is bound by its own CPU against a fast "
+            "endpoint); auto: one per CPU. One results file, written by this process.",
         ),
     ] = "1",
     shard: Annotated[

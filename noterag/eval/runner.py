@@ -37,8 +37,13 @@ first question.
 
 ``concurrency`` defaults to what the endpoint serves at once: 1 for the local llama.cpp server
 (which answers one request at a time, so more would only queue and the latencies would
-measure the queue), 4 elsewhere. A run with more questions at once than its endpoint serves
-says, in ``run.json`` and its summary, that its latencies include queueing. Every row counts the model requests that were sent again
+measure the queue), 4 elsewhere. It is the number of questions waiting on the model at once
+(each with its turn, ``noterag.models.turns``); with a model whose requests take turns (one
+from an ``openai:`` spec), as many questions again are in progress (``spare``), ready with their
+next request when a turn frees, so that the endpoint's slots stay busy while the client works
+between calls. A row's ``waited_s`` is its wait for turns, left out of its ``latency_s``. A run
+with more questions at once than its endpoint serves says, in ``run.json`` and its summary,
+that its latencies include queueing. Every row counts the model requests that were sent again
 (``retries``) and the replies a parser could not read (``fallbacks``, by kind); the summary
 adds them up.
 """
@@ -71,8 +76,10 @@ from noterag.eval.report import (
     scan_results,
     summarize,
 )
+from noterag.eval.workers import WorkerSetup
 from noterag.methods import METHODS
 from noterag.models.errors import fatal_error, one_line_error
+from noterag.models.turns import ModelTurns, question_turns, spare_questions, takes_turns
 from noterag.retrievers.indexdir import index_identity
 
 # run.json fields that must match for a run to resume; the others (limit, questions, times)
@@ -111,19 +118,22 @@ def run_eval(
     workers: int | str | None = None,
     shard: str | tuple[int, int] | None = None,
     cache: str | os.PathLike[str] | None = None,
+    spare: int | None = None,
 ) -> Summary:
     """Run ``method`` on the questions of ``dataset`` into ``out_dir``; return the summary.
 
     index: an index directory, a retriever spec ("bm25:DIR") or a BaseRetriever; None as
     ``build_graph`` (NOTERAG_INDEX, else the bundled sample). model: a spec or a chat model
     (``model_label`` names an object in the results; a spec names itself). context: the
-    method's settings. concurrency: questions at once (None: what the endpoint serves, see the
-    module). fair_topk_from: a finished run directory whose mean distinct passages per question
+    method's settings. concurrency: questions waiting on the model at once (None: what the
+    endpoint serves, see the module); ``spare`` more questions are in progress (None: as
+    many again, ``noterag.models.turns``), so that the endpoint's slots stay busy while the
+    client works between calls. fair_topk_from: a finished run directory whose mean distinct passages per question
     becomes ``top_k`` (vanilla only). rerun_changed: on resume, ask again the questions that
     changed in the dataset instead of refusing. settings: the ``ModelSettings`` (timeout,
     retries, ...) of a model built from a spec (default: ``ModelSettings.from_env()``).
     workers: processes answering the questions (``noterag.eval.workers``; "auto": the CPUs),
-    each with ``concurrency`` questions at once. shard: "I/N", only the questions whose id
+    each with ``concurrency`` turns at the model. shard: "I/N", only the questions whose id
     hashes to shard I of N (``noterag.eval.merge``). cache: a SQLite file keeping every model
     reply (``noterag.eval.cache``). Blocks; call it outside an event loop.
     """
@@ -134,6 +144,8 @@ def run_eval(
     shard_of = parse_shard(shard) if shard is not None else None
     if concurrency is not None and concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, not {concurrency}")
+    if spare is not None and spare < 0:
+        raise ConfigError(f"spare questions cannot be negative, not {spare}")
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be at least 1, not {limit}")
     import noterag
@@ -185,6 +197,7 @@ def run_eval(
     # Nothing is written until the index opens and the model answers, so that a typo in either
     # does not leave a run directory behind that the corrected command would refuse.
     chat_model = models.load_chat_model(model, settings)
+    spare = _spare(spare, concurrency, chat_model)
     # Seconds, with the endpoint's URL, rather than every question failing after its retries.
     models.check_model_reachable(chat_model)
     llm_cache = None
@@ -211,6 +224,7 @@ def run_eval(
         "tasks": dict(sorted(tasks.items())),
         "index_build": index_build,
         "concurrency": concurrency,
+        "spare_questions": spare,
         "endpoint_slots": slots,
         # Once one invocation queued, some latencies of the run measure the queue.
         "latency_includes_queueing": queued
@@ -242,26 +256,30 @@ def run_eval(
         done=[r for i, r in done.items() if i in scope],
     )
     if todo and n_workers > 1:
-        _run_in_workers(build, todo, config, concurrency, n_workers, run_dir, meter, index_build)
+        setup = WorkerSetup(build_graph=build, config=config, concurrency=concurrency, spare=spare)
+        _run_in_workers(setup, todo, n_workers, run_dir, meter, index_build)
     elif todo:
         graph = build()
 
         async def main() -> None:
+            turns = ModelTurns(concurrency)
             with _Keeper(run_dir, index_build) as keep:
                 await loop.run_questions(
-                    todo, concurrency, lambda ex: answer_one(graph, ex, config), keep, meter
+                    todo,
+                    concurrency + spare,
+                    lambda ex: answer_one(graph, ex, config, turns),
+                    keep,
+                    meter,
                 )
 
         with meter:
-            loop.run_on_loop(main, max(32, concurrency * 2), "noterag-eval")
+            loop.run_on_loop(main, max(32, (concurrency + spare) * 2), "noterag-eval")
     return summarize(run_dir)
 
 
 def _run_in_workers(
-    build: Any,
+    setup: WorkerSetup,
     todo: Sequence[Any],
-    config: dict[str, Any],
-    concurrency: int,
     n_workers: int,
     run_dir: Path,
     meter: loop.Progress,
@@ -269,12 +287,11 @@ def _run_in_workers(
 ) -> None:
     """``todo`` over worker processes (``noterag.eval.workers``); this process keeps the one
     writer, the index check and the progress bar."""
-    from noterag.eval.workers import WorkerSetup, run_workers
+    from noterag.eval.workers import run_workers
 
     def stopped_after() -> str:
         return f"stopped after {meter.count} of {meter.total} questions"
 
-    setup = WorkerSetup(build_graph=build, config=config, concurrency=concurrency)
     with _Keeper(run_dir, index_build) as write:
 
         def keep(row: dict[str, Any]) -> None:
@@ -287,6 +304,20 @@ def _run_in_workers(
                 run_workers(setup, todo, n_workers, keep, stopped_after)
         except loop.Abort as abort:
             raise abort.stopped(meter) from None
+
+
+def _spare(spare: int | None, concurrency: int, chat_model: Any) -> int:
+    """The questions in progress beyond ``concurrency``: only for a model whose requests take
+    turns (``noterag.models.turns``); any other would send them all to the endpoint at once."""
+    if not takes_turns(chat_model):
+        if spare:
+            raise ConfigError(
+                f"{spare} spare question(s) need a model whose requests wait for their turn: one "
+                "built from an openai: spec (with this model, the endpoint would serve "
+                f"{concurrency + spare} questions at once, not {concurrency})"
+            )
+        return 0
+    return spare_questions(concurrency) if spare is None else spare
 
 
 def endpoint_slots(model_label: str) -> int | None:
@@ -546,15 +577,22 @@ class _Keeper:
         self.writer.close()
 
 
-async def answer_one(graph: Any, example: Any, config: dict[str, Any]) -> dict[str, Any]:
-    """Run one question; its result row (with ``error`` set if it failed)."""
+async def answer_one(
+    graph: Any, example: Any, config: dict[str, Any], turns: ModelTurns | None = None
+) -> dict[str, Any]:
+    """Run one question, its model calls taking ``turns`` (``noterag.models.turns``); its
+    result row (with ``error`` set if it failed)."""
     from noterag.eval.cache import count_cache
     from noterag.eval.metrics import score
     from noterag.models import count_retries
 
     started_at, clock = time.time(), time.perf_counter()
     # this task's requests only: the questions run as tasks
-    with count_retries() as retries, count_cache() as cached:
+    with (
+        count_retries() as retries,
+        count_cache() as cached,
+        question_turns(turns) as mine,
+    ):
         try:
             state = await graph.ainvoke(
                 {"question": example.question, "task": example.task}, context=config["context"]
@@ -568,7 +606,7 @@ async def answer_one(graph: Any, example: Any, config: dict[str, Any]) -> dict[s
                 raise loop.Abort(exc, resumable=False) from exc
             state, error = {}, one_line_error(exc)
     latency = time.perf_counter() - clock
-    state = state | {"retries": retries.value}
+    state = state | {"retries": retries.value, "waited_s": mine.waited_s if mine else 0.0}
     if config.get("cache"):
         state = state | {"cache_calls": cached.calls, "cache_tokens": cached.tokens}
     answer = state.get("answer")
@@ -594,6 +632,7 @@ def result_row(
     (``state["retries"]``)."""
     failed = error is not None
     passage_ids = list(state.get("passage_ids") or [])
+    waited = state.get("waited_s", 0.0)
     return {
         "id": example.id,
         "question": example.question,
@@ -625,7 +664,9 @@ def result_row(
             else {}
         ),
         "fallbacks": None if failed else dict(state.get("fallbacks") or {}),
-        "latency_s": round(latency, 3),
+        # the question's own time: its waits for a turn at the model are the eval's queue
+        "latency_s": round(latency - waited, 3),
+        "waited_s": round(waited, 3),
         "started_at": started_at,
         "finished_at": started_at + latency,
         "error": error,

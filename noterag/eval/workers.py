@@ -3,11 +3,12 @@
 One client process is bound by its own CPU (LangChain, LangGraph, the OpenAI client and httpx
 cost milliseconds per model call), so against an endpoint that serves many requests at once
 the eval, not the endpoint, is the limit. Each worker has its own event loop, model clients
-and ``concurrency`` questions at once; the parent stays the one writer of ``results.jsonl``.
+and ``concurrency`` turns at the model (``noterag.models.turns``) for ``concurrency + spare``
+questions in progress; the parent stays the one writer of ``results.jsonl``.
 
-The parent hands out questions one at a time: a worker asks for ``concurrency`` questions when
-it starts and one more with every answer it sends back, so every worker stays busy to the end
-(no batch waits for its slowest question). The parent checks the index identity, appends the
+The parent hands out questions one at a time: a worker asks for ``concurrency + spare``
+questions when it starts and one more with every answer it sends back, so every worker stays
+busy to the end (no batch waits for its slowest question). The parent checks the index identity, appends the
 row (fsynced, as the single-process run) and advances the one progress bar.
 
 Crashes: a worker killed at any moment loses only the questions it held (not written, so a
@@ -54,7 +55,8 @@ class WorkerSetup:
 
     build_graph: Callable[[], Any]
     config: dict[str, Any]
-    concurrency: int
+    concurrency: int  # turns at the model
+    spare: int = 0  # questions in progress beyond them
 
 
 def resolve_workers(workers: int | str | None) -> int:
@@ -125,9 +127,12 @@ def _worker_main(
 async def _serve(conn: Connection, graph: Any, setup: WorkerSetup) -> None:
     from noterag.eval.loop import Abort, use_threads
     from noterag.eval.runner import answer_one
+    from noterag.models.turns import ModelTurns
 
     loop = asyncio.get_running_loop()
-    use_threads(max(32, setup.concurrency * 2), "noterag-eval")  # as the single-process run
+    in_progress = setup.concurrency + setup.spare
+    use_threads(max(32, in_progress * 2), "noterag-eval")  # as the single-process run
+    turns = ModelTurns(setup.concurrency)
     inbox: asyncio.Queue[Any] = asyncio.Queue()
 
     def read() -> None:
@@ -148,7 +153,7 @@ async def _serve(conn: Connection, graph: Any, setup: WorkerSetup) -> None:
 
     async def one(example: Any) -> None:
         try:
-            row = await answer_one(graph, example, setup.config)
+            row = await answer_one(graph, example, setup.config, turns)
         except Abort as abort:
             send(("abort", _portable(abort.error), abort.resumable))
             return
@@ -158,7 +163,7 @@ async def _serve(conn: Connection, graph: Any, setup: WorkerSetup) -> None:
         send(("row", row))
 
     threading.Thread(target=read, daemon=True).start()
-    send(("want", setup.concurrency))
+    send(("want", in_progress))
     async with asyncio.TaskGroup() as group:
         while (example := await inbox.get()) is not None:
             group.create_task(one(example))

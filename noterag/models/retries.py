@@ -80,36 +80,41 @@ async def _anote_attempt(request: Any) -> None:
     _note_attempt(request)
 
 
+def http_library() -> Any:
+    """The package the openai SDK's HTTP clients are built on (httpx, or its successor httpx2)."""
+    import openai
+
+    return importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
+
+
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """The TLS context of every model client this process opens: the one the SDK's HTTP library
     builds by default (its CA bundle, ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``), built once. Each
     build reads the CA bundle (18 ms), and every ChatOpenAI has two clients: an eval worker
     took 37 ms to open its model, half its start; forked, it now inherits the parent's."""
-    import openai
-
-    # The package the SDK's clients are built on (httpx, or its successor httpx2).
-    http = importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
-    context: ssl.SSLContext = http.create_ssl_context()
+    context: ssl.SSLContext = http_library().create_ssl_context()
     return context
 
 
 def counting_clients() -> dict[str, Any]:
     """HTTP clients for ChatOpenAI that report each retried attempt to ``count_retries``: the
-    SDK's default clients (its limits and redirects; the process's one ``tls_context``) with a
-    request hook; and a response hook that turns a completion reply that is none (an HTML
+    SDK's default clients (its limits and redirects; the process's one ``tls_context``; the
+    async one taking an eval's turns, ``noterag.models.turns``) with a request hook; and a
+    response hook that turns a completion reply that is none (an HTML
     page, an empty body, invalid JSON, no choices) into one line naming the endpoint
     (``noterag.models.replies``)."""
     import openai
 
     from noterag.models.replies import acheck_reply, check_reply
+    from noterag.models.turns import turn_taking_async_client
 
     return {
         "http_client": openai.DefaultHttpxClient(
             verify=tls_context(),
             event_hooks={"request": [_note_attempt], "response": [check_reply]},
         ),
-        "http_async_client": openai.DefaultAsyncHttpxClient(
+        "http_async_client": turn_taking_async_client(
             verify=tls_context(),
             event_hooks={"request": [_anote_attempt], "response": [acheck_reply]},
         ),
