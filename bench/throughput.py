@@ -12,14 +12,17 @@ default 100 ms + 2 ms/token). Printed per run:
 - model: the sum of the endpoint's service times (its own records, so HTTP and client time
   are not in it);
 - ideal = model / concurrency, the bound the issue sets; wall / ideal (target <= 1.10x).
-  For methods whose calls are sequential within a question (vanilla, deepnote) it is a true
-  lower bound: the endpoint never has more than ``concurrency`` requests to serve;
+  ``concurrency`` is the eval's turns at the endpoint (``noterag.models.turns``: as many
+  questions again are in progress, each holding a turn while its request is in flight). For
+  methods whose calls are sequential within a question (vanilla, deepnote) it is a true lower
+  bound: the endpoint never has more than ``concurrency`` requests to serve;
 - CPU: the benchmark process's CPU time during the run (the endpoint runs in another process).
   The client is one Python process: its CPU time is a floor for the wall time at any
   concurrency (GIL), so wall / max(ideal, CPU) shows how much is left once that floor is met;
-- drain: the time from the last question's start to the run's end, when fewer than
-  ``concurrency`` questions are left to run (questions differ in length, so no runner can keep
-  the endpoint full there; part of the gap to the ideal bound at high concurrency);
+- drain: the time from the last question's start to the run's end, when no question is left
+  to start and the turns empty as the last ones finish (questions differ in length, so no
+  runner can keep the endpoint full there; part of the gap to the ideal bound at high
+  concurrency);
 - the endpoint's peak and time-averaged number of requests in flight.
 
 Concurrency 1 of a slow method runs ``--serial-questions`` questions (default 40) rather than
@@ -27,7 +30,7 @@ N: at 100 ms a call, deepnote's 200 questions one at a time take minutes, and th
 question anyway.
 
 Workers (``--workers 1,2``; issue 15): each method also runs at ``--total-concurrency`` (8 and
-32) spread over 1 and 2 worker processes (each worker runs total / workers questions at once),
+32) spread over 1 and 2 worker processes (each worker has total / workers turns),
 with the model given as a spec so each worker opens its own client. CPU there is the sum over
 the parent and its workers (the workers' time is counted when they are reaped), and the floor
 is max(ideal, CPU / workers): the client's CPU shared by the processes.
@@ -35,10 +38,12 @@ is max(ideal, CPU / workers): the client's CPU shared by the processes.
 Schedule floor (``--schedule-floor``, about 5 minutes for deepnote): what wall / ideal would be
 with a client that costs nothing. The method runs its N questions one at a time (each
 question's endpoint service times are then its own, in order); those questions are scheduled
-on ``total concurrency`` slots in the dataset's order, each starting when a slot frees and
-making its calls back to back. Questions differ in length (1 to max_steps iterations), so the
-last ones run with slots empty: floor / ideal > 1 at high concurrency whatever the client. The
-table also gives the client's own overhead one question at a time (wall / model at
+in the dataset's order as the eval runs them (``zero_overhead_schedule``): ``total
+concurrency`` turns, as many questions again in progress, each request served as a turn frees
+(the table also gives the schedule with one slot per question, a question starting when a slot
+frees and making its calls back to back: the eval before it had turns). Questions differ in
+length (1 to max_steps iterations), so the last ones run with turns empty: floor / ideal > 1
+at high concurrency whatever the client. The table also gives the client's own overhead one question at a time (wall / model at
 concurrency 1) and their product, the bound for this client when it never waits for its CPU.
 (The simulated endpoint draws its verdicts at random in arrival order, so the serial run's
 questions have the same length distribution as a concurrent run's, not the same lengths.)
@@ -53,11 +58,13 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import itertools
 import json
 import resource
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +74,7 @@ from sim_process import SimProcess
 
 from noterag.eval import run_eval
 from noterag.models import load_chat_model
+from noterag.models.turns import spare_questions
 from noterag.sample import sample_index, sample_questions
 
 # Methods cheap enough to run all N questions one at a time.
@@ -182,39 +190,63 @@ def bench_run(
     }
 
 
+def zero_overhead_schedule(questions: list[list[float]], turns: int, in_progress: int) -> float:
+    """The end of the run if the client cost nothing: ``in_progress`` questions at once (the
+    next one, in order, starting as one ends), their requests served ``turns`` at a time in the
+    order they became ready (each question's next request ready the moment its reply is in).
+    ``in_progress == turns``: each question keeps a slot of its own."""
+    pending = iter(range(len(questions)))
+    ready: deque[tuple[int, int]] = deque()  # (question, call)
+    running: list[tuple[float, int, int]] = []  # (finish, question, call)
+    for q in itertools.islice(pending, in_progress):
+        ready.append((q, 0))
+    now = end = 0.0
+    free = turns
+    while ready or running:
+        while ready and free:
+            q, call = ready.popleft()
+            heapq.heappush(running, (now + questions[q][call], q, call))
+            free -= 1
+        now, q, call = heapq.heappop(running)
+        free += 1
+        end = max(end, now)
+        if call + 1 < len(questions[q]):
+            ready.append((q, call + 1))
+        elif (following := next(pending, None)) is not None:
+            ready.append((following, 0))
+    return end
+
+
 def schedule_floor(
     method: str, n: int, dataset: Path, sim: SimProcess, index: Path, out: Path, totals: list[int]
 ) -> list[dict[str, Any]]:
     """The zero-overhead schedule of ``n`` questions at each total concurrency (see the module
-    docstring), from one serial run's service times."""
+    docstring), from one serial run's service times: with one slot per question, and with the
+    eval's turns (as many questions again in progress)."""
     wall, _, records, rows = eval_run(method, 1, n, dataset, sim, index, out)
     records.sort(key=lambda r: r.start)
     # One at a time, the rows are in the order asked and each made llm_calls requests.
-    lengths, i = [], 0
+    questions, i = [], 0
     for row in rows:
-        calls = records[i : i + row["llm_calls"]]
-        lengths.append(sum(r.end - r.start for r in calls))
+        questions.append([r.end - r.start for r in records[i : i + row["llm_calls"]]])
         i += row["llm_calls"]
     assert i == len(records), "the serial run's requests do not add up to its rows' calls"
-    model = sum(lengths)
+    model = sum(map(sum, questions))
     found = []
     for total in totals:
-        slots = [0.0] * total
-        end = 0.0
-        for length in lengths:
-            finish = heapq.heappop(slots) + length
-            end = max(end, finish)
-            heapq.heappush(slots, finish)
+        slots = zero_overhead_schedule(questions, total, total)
+        turns = zero_overhead_schedule(questions, total, total + spare_questions(total))
         ideal = model / total
         found.append(
             {
                 "method": method,
                 "concurrency": total,
                 "ideal_s": ideal,
-                "floor_s": end,
-                "floor_over_ideal": end / ideal,
+                "slots_floor_over_ideal": slots / ideal,
+                "floor_s": turns,
+                "floor_over_ideal": turns / ideal,
                 "serial_overhead": wall / model,
-                "bound_over_ideal": end / ideal * wall / model,
+                "bound_over_ideal": turns / ideal * wall / model,
             }
         )
     return found
@@ -284,33 +316,36 @@ def main() -> None:
                 cache_rows.append(row | {"run": attempt})
                 print(f"  cache, {attempt} run: {row['requests']} requests", flush=True)
 
-    print(
-        f"\nEval throughput (run_eval against the simulated endpoint, {args.base_ms:g} ms + "
-        f"{args.per_token_ms:g} ms/token; provisional)"
-    )
-    print_table(
-        rows,
-        [
-            ("method", "method", "s"),
-            ("concurrency", "conc", "d"),
-            ("questions", "N", "d"),
-            ("calls_per_q", "calls/q", ".1f"),
-            ("wall_s", "wall s", ".2f"),
-            ("model_s", "model s", ".2f"),
-            ("ideal_s", "ideal s", ".2f"),
-            ("wall_over_ideal", "wall/ideal", ".3f"),
-            ("per_q_ms", "ms/q", ".1f"),
-            ("cpu_s", "CPU s", ".2f"),
-            ("cpu_ms_per_q", "CPU ms/q", ".1f"),
-            ("wall_over_floor", "wall/max(ideal,CPU)", ".3f"),
-            ("drain_s", "drain s", ".2f"),
-            ("max_in_flight", "max in flight", "d"),
-            ("mean_in_flight", "mean in flight", ".1f"),
-            ("errors", "errors", "d"),
-        ],
-    )
-    print("target: wall <= 1.10x ideal (ideal = sum of model-call time / concurrency)")
-    print("CPU = the client process's CPU time: a floor for the wall time whatever the concurrency")
+    if rows:
+        print(
+            f"\nEval throughput (run_eval against the simulated endpoint, {args.base_ms:g} ms + "
+            f"{args.per_token_ms:g} ms/token; provisional)"
+        )
+        print_table(
+            rows,
+            [
+                ("method", "method", "s"),
+                ("concurrency", "conc", "d"),
+                ("questions", "N", "d"),
+                ("calls_per_q", "calls/q", ".1f"),
+                ("wall_s", "wall s", ".2f"),
+                ("model_s", "model s", ".2f"),
+                ("ideal_s", "ideal s", ".2f"),
+                ("wall_over_ideal", "wall/ideal", ".3f"),
+                ("per_q_ms", "ms/q", ".1f"),
+                ("cpu_s", "CPU s", ".2f"),
+                ("cpu_ms_per_q", "CPU ms/q", ".1f"),
+                ("wall_over_floor", "wall/max(ideal,CPU)", ".3f"),
+                ("drain_s", "drain s", ".2f"),
+                ("max_in_flight", "max in flight", "d"),
+                ("mean_in_flight", "mean in flight", ".1f"),
+                ("errors", "errors", "d"),
+            ],
+        )
+        print("target: wall <= 1.10x ideal (ideal = sum of model-call time / concurrency)")
+        print(
+            "CPU = the client process's CPU time: a floor for the wall time whatever the concurrency"
+        )
     if worker_rows:
         print(f"\nWorkers ({args.questions} questions; total concurrency over the workers)")
         print_table(
@@ -338,7 +373,8 @@ def main() -> None:
                 ("method", "method", "s"),
                 ("concurrency", "total conc", "d"),
                 ("ideal_s", "ideal s", ".2f"),
-                ("floor_s", "zero-overhead s", ".2f"),
+                ("slots_floor_over_ideal", "one slot a question: floor/ideal", ".3f"),
+                ("floor_s", "with turns: zero-overhead s", ".2f"),
                 ("floor_over_ideal", "floor/ideal", ".3f"),
                 ("serial_overhead", "client overhead (serial)", ".3f"),
                 ("bound_over_ideal", "floor x overhead / ideal", ".3f"),
