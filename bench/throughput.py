@@ -43,8 +43,9 @@ concurrency`` turns, as many questions again in progress, each request served as
 (the table also gives the schedule with one slot per question, a question starting when a slot
 frees and making its calls back to back: the eval before it had turns). Questions differ in
 length (1 to max_steps iterations), so the last ones run with turns empty: floor / ideal > 1
-at high concurrency whatever the client. The table also gives the client's own overhead one question at a time (wall / model at
-concurrency 1) and their product, the bound for this client when it never waits for its CPU.
+at high concurrency whatever the client. The table also gives the client's own overhead one
+question at a time (wall / model at concurrency 1) and their product, the bound for this
+client when it never waits for its CPU.
 (The simulated endpoint draws its verdicts at random in arrival order, so the serial run's
 questions have the same length distribution as a concurrent run's, not the same lengths.)
 
@@ -343,9 +344,7 @@ def main() -> None:
             ],
         )
         print("target: wall <= 1.10x ideal (ideal = sum of model-call time / concurrency)")
-        print(
-            "CPU = the client process's CPU time: a floor for the wall time whatever the concurrency"
-        )
+        print("CPU = the client process's CPU time: a floor for the wall time at any concurrency")
     if worker_rows:
         print(f"\nWorkers ({args.questions} questions; total concurrency over the workers)")
         print_table(

@@ -129,8 +129,8 @@ def run_eval(
     endpoint serves, see the module); ``spare`` more questions are in progress (None: as
     many again, ``noterag.models.turns``), so that the endpoint's slots stay busy while the
     client works between calls. fair_topk_from: a finished run directory whose mean distinct
-    passages per question becomes ``top_k`` (vanilla only). rerun_changed: on resume, ask again the questions that
-    changed in the dataset instead of refusing. settings: the ``ModelSettings`` (timeout,
+    passages per question becomes ``top_k`` (vanilla only). rerun_changed: on resume, ask
+    again the questions that changed in the dataset instead of refusing. settings: the ``ModelSettings`` (timeout,
     retries, ...) of a model built from a spec (default: ``ModelSettings.from_env()``).
     workers: processes answering the questions (``noterag.eval.workers``; "auto": the CPUs),
     each with ``concurrency`` turns at the model. shard: "I/N", only the questions whose id
