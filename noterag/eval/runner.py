@@ -130,8 +130,9 @@ def run_eval(
     many again, ``noterag.models.turns``), so that the endpoint's slots stay busy while the
     client works between calls. fair_topk_from: a finished run directory whose mean distinct
     passages per question becomes ``top_k`` (vanilla only). rerun_changed: on resume, ask
-    again the questions that changed in the dataset instead of refusing. settings: the ``ModelSettings`` (timeout,
-    retries, ...) of a model built from a spec (default: ``ModelSettings.from_env()``).
+    again the questions that changed in the dataset instead of refusing. settings: the
+    ``ModelSettings`` (timeout, retries, ...) of a model built from a spec (default:
+    ``ModelSettings.from_env()``).
     workers: processes answering the questions (``noterag.eval.workers``; "auto": the CPUs),
     each with ``concurrency`` turns at the model. shard: "I/N", only the questions whose id
     hashes to shard I of N (``noterag.eval.merge``). cache: a SQLite file keeping every model
