@@ -69,7 +69,8 @@ class SearchPace:
 class SearchMixin:
     """For a ``BaseRetriever`` with a field ``k`` and a method ``search(query, k)``: ``k`` as an
     invoke kwarg, ``search_many``, and the async path in a thread (the engines are synchronous
-    and release the GIL, so other graph branches go on meanwhile)."""
+    and release the GIL, so other graph branches go on meanwhile) unless ``_quick()`` says the
+    search may run on the event loop."""
 
     k: int
 
@@ -83,10 +84,18 @@ class SearchMixin:
         """``search`` for each query, in order, without per-query callback overhead."""
         return [self.search(query, k) for query in queries]
 
+    def _search(self, query: str, k: int | None) -> list[Document]:
+        """``search`` as the LangChain entry points call it."""
+        return self.search(query, k)
+
+    def _quick(self) -> bool:
+        """Whether the next search may run on the event loop."""
+        return False
+
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
     ) -> list[Document]:
-        return self.search(query, k)
+        return self._search(query, k)
 
     async def _aget_relevant_documents(
         self,
@@ -95,7 +104,9 @@ class SearchMixin:
         run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None,
     ) -> list[Document]:
-        return await asyncio.to_thread(self.search, query, k)
+        if self._quick():
+            return self._search(query, k)
+        return await asyncio.to_thread(self._search, query, k)
 
 
 class IndexDirRetriever(SearchMixin, BaseRetriever):
@@ -111,21 +122,11 @@ class IndexDirRetriever(SearchMixin, BaseRetriever):
 
     _pace: SearchPace = PrivateAttr(default_factory=SearchPace)
 
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
-    ) -> list[Document]:
+    def _search(self, query: str, k: int | None) -> list[Document]:
         return self._pace.timed(self.search, query, k)
 
-    async def _aget_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: AsyncCallbackManagerForRetrieverRun,
-        k: int | None = None,
-    ) -> list[Document]:
-        if self._pace.quick:
-            return self._pace.timed(self.search, query, k)
-        return await asyncio.to_thread(self._pace.timed, self.search, query, k)
+    def _quick(self) -> bool:
+        return self._pace.quick
 
     @field_validator("index_dir", mode="before")
     @classmethod

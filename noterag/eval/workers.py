@@ -8,8 +8,9 @@ questions in progress; the parent stays the one writer of ``results.jsonl``.
 
 The parent hands out questions one at a time: a worker asks for ``concurrency + spare``
 questions when it starts and one more with every answer it sends back, so every worker stays
-busy to the end (no batch waits for its slowest question). The parent checks the index identity, appends the
-row (fsynced, as the single-process run) and advances the one progress bar.
+busy to the end (no batch waits for its slowest question). The parent checks the index
+identity, appends the row (fsynced, as the single-process run) and advances the one progress
+bar.
 
 Crashes: a worker killed at any moment loses only the questions it held (not written, so a
 resume asks them again); the parent goes on with the other workers and, at the end, reports

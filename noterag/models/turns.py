@@ -57,18 +57,8 @@ def spare_questions(concurrency: int) -> int:
     return concurrency if concurrency > 1 else 0
 
 
-class ModelTurns:
-    """The N turns of one run (one event loop)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self._free = asyncio.Semaphore(n)
-
-    async def acquire(self) -> None:
-        await self._free.acquire()
-
-    def release(self) -> None:
-        self._free.release()
+class ModelTurns(asyncio.Semaphore):
+    """The N turns of one run (one event loop): ``ModelTurns(N)``."""
 
 
 class QuestionTurns:
