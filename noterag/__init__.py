@@ -1,8 +1,10 @@
 """noterag: note-centric adaptive retrieval-augmented generation as LangGraph graphs.
 
-import noterag
-graph = noterag.build_graph("deepnote", model="openai:gpt-4o-mini", retriever="bm25:index/")
-graph.invoke({"question": "..."}, context={"max_steps": 3})
+Usage::
+
+    import noterag
+    graph = noterag.build_graph("deepnote", model="openai:gpt-4o-mini", retriever="bm25:index/")
+    graph.invoke({"question": "..."}, context={"max_steps": 3})
 """
 
 from noterag.errors import NoteragError
