@@ -4,12 +4,16 @@
 A table file says which paper and table it is, every row (the method, profile and settings that
 ran it, and the backbone model it was run with), every column (a dataset and a metric), for each
 dataset the question sample, corpus and retriever the paper used, and every published cell value
-as printed in the paper (a string: "44.0", "14.6↑", or null where the paper prints "-").
-``tests/test_tables.py`` checks every value against the paper's text in ``../shared/seeds/``.
+as printed in the paper: a string, marks kept ("44.0", "14.6↑", "(13.9↑)", "48.8(+1.6pt)",
+"1.1min"; the seed text's LaTeX ``\\uparrow`` is written ↑), or null where the paper prints "-".
+``published_number`` reads the number out of such a string. ``tests/test_tables.py`` checks
+every value against the paper's text in ``../shared/seeds/``; tables/README.md describes the
+format and the ``--data DIR`` layout.
 """
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
@@ -18,6 +22,41 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from noterag.errors import ConfigError
+
+# What a row can require that a plain chat model endpoint does not give (Row.requires): the
+# reproduce command lists such rows as skipped, with this reason, unless the user provides it.
+REQUIREMENTS: dict[str, str] = {
+    "dpo-model": "the backbone DPO-trained on DNAlign (DeepNote §3.5; thunlp/DeepNote src/train.sh)",
+    "amber-filter-model": "Amber's fine-tuned multi-granular content filter (Llama3-8b by default; "
+    "Amber §3.5, Appendix A), as the filter model",
+    "selfrag-model": "a Self-RAG model trained to emit reflection tokens (e.g. selfrag_llama2_7b)",
+    "adaptive-rag-classifier": "Adaptive-RAG's trained query-complexity classifier (T5-large)",
+    "recomp-compressor": "RECOMP's trained abstractive compressor (FlashRAG: recomp_abstractive)",
+    "role-models": "a second model for the roles the row runs on another backbone "
+    "(Row.role_backbones)",
+}
+
+# Published metrics noterag does not compute: their cells are shown, never scored.
+UNSCORED_METRICS: dict[str, str] = {
+    "q_r": "CRUD's RAGQuestEval question-level recall (GPT-4-scored; Adaptive-Note Appendix C)",
+    "t_r": "CRUD's RAGQuestEval token-level recall",
+    "t_p": "CRUD's RAGQuestEval token-level precision",
+    "t_f1": "CRUD's RAGQuestEval token-level F1",
+    "minutes": "wall-clock minutes for the paper's run (hardware-bound)",
+}
+
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+def published_number(value: str | None) -> float | None:
+    """The number a published cell prints, its marks dropped: "14.6↑" -> 14.6, "(13.9↑)" ->
+    13.9, "48.8(+1.6pt)" -> 48.8, "1.1min" -> 1.1; None for a cell printed "-"."""
+    if value is None:
+        return None
+    match = _NUMBER.search(value)
+    if match is None:
+        raise ValueError(f"no number in the published value {value!r}")
+    return float(match.group())
 
 
 class _Strict(BaseModel):
@@ -48,27 +87,74 @@ class Dataset(_Strict):
     retriever_spec: str | None = Field(
         None, description="our retriever spec, {data} standing for --data DIR"
     )
+    dense_index: Input | None = Field(
+        None, description="the dense index of the paper's dense-retriever rows, if it has any"
+    )
+    dense_retriever_spec: str | None = Field(
+        None, description="our spec of that dense retriever (rows with retrieval: dense)"
+    )
 
 
 class Column(_Strict):
     dataset: str = Field(description="a key of the table's datasets")
     metric: str = Field(description="our metric name: acc, f1, em, str_em, str_hit, avg, ...")
     label: str = Field(description="the column's heading as printed")
+    backbone: str | None = Field(
+        None,
+        description="where a table's columns differ by backbone (Amber Table 2): this column's, "
+        "which overrides the row's",
+    )
 
 
 class Row(_Strict):
     id: str = Field(description="unique in the table; what --rows selects")
     label: str = Field(description="the row's label as printed")
+    seed_label: str | None = Field(
+        None,
+        description="the label as the seed text's line starts with, where it differs from "
+        "label (e.g. '' for an unlabelled Δ line)",
+    )
     section: str | None = Field(None, description="the heading the row sits under, as printed")
+    kind: Literal["run", "derived"] = Field(
+        "run",
+        description="run: the cells of one configuration; derived: cells computed from other "
+        "rows (a Δ row), never run (note says how)",
+    )
+    dataset: str | None = Field(
+        None,
+        description="a row of a sub-table that prints one dataset only: its values are that "
+        "dataset's columns, in order (Table.cells pairs them)",
+    )
     method: str | None = Field(None, description="our registered method; None: not a run")
     profile: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict, description="the method's settings")
     backbone: str | None = Field(None, description="the model the row was run with")
+    retrieval: Literal["default", "dense"] = Field(
+        "default",
+        description="default: each dataset's retriever; dense: its dense_retriever_spec",
+    )
+    role_backbones: dict[str, str] = Field(
+        default_factory=dict,
+        description="model role -> the backbone that role ran with, where it differs from backbone",
+    )
     requires: list[str] = Field(
         default_factory=list, description="inputs the user must give (e.g. a DPO-trained model)"
     )
     skip: str | None = Field(None, description="why noterag cannot run this row, if it cannot")
     values: list[str | None] = Field(description="one per column, exactly as printed")
+    note: str = Field("", description="what a reader of the row should know")
+
+    @model_validator(mode="after")
+    def _kind(self) -> Row:
+        if self.kind == "derived" and self.method is not None:
+            raise ValueError(f"row {self.id!r}: a derived row names no method")
+        unknown = sorted(set(self.requires) - REQUIREMENTS.keys())
+        if unknown:
+            raise ValueError(
+                f"row {self.id!r}: unknown requirement(s) {', '.join(unknown)}; "
+                f"known: {', '.join(REQUIREMENTS)}"
+            )
+        return self
 
 
 class Table(_Strict):
@@ -77,6 +163,9 @@ class Table(_Strict):
     number: str = Field(description="the table's number as the paper prints it: '1', 'A2'")
     title: str = Field(description="the caption's first sentence")
     seed: str = Field(description="the paper's text file in ../shared/seeds/")
+    seed_caption: Literal["below", "above"] = Field(
+        "below", description="where the caption sits in the seed text: below or above the table"
+    )
     backbones: list[str] = Field(description="the published backbones; the first is the default")
     datasets: dict[str, Dataset]
     columns: list[Column]
@@ -93,11 +182,24 @@ class Table(_Strict):
             if row.id in seen:
                 raise ValueError(f"two rows named {row.id!r}")
             seen.add(row.id)
-            if len(row.values) != len(self.columns):
+            if row.dataset is not None and row.dataset not in self.datasets:
+                raise ValueError(f"row {row.id!r}: unknown dataset {row.dataset!r}")
+            columns = self.row_columns(row)
+            if len(row.values) != len(columns):
                 raise ValueError(
-                    f"row {row.id!r}: {len(row.values)} values for {len(self.columns)} columns"
+                    f"row {row.id!r}: {len(row.values)} values for {len(columns)} columns"
                 )
         return self
+
+    def row_columns(self, row: Row) -> list[Column]:
+        """The columns ``row`` prints values for: all, or its sub-table's dataset's."""
+        if row.dataset is None:
+            return list(self.columns)
+        return [c for c in self.columns if c.dataset == row.dataset]
+
+    def cells(self, row: Row) -> list[tuple[Column, str | None]]:
+        """``row``'s published cells, each with its column."""
+        return list(zip(self.row_columns(row), row.values, strict=True))
 
 
 def table_names() -> list[str]:
@@ -112,8 +214,21 @@ def load_table(name: str) -> Table:
     names = table_names()
     if name not in names:
         raise ConfigError(f"unknown table {name!r}; choose one of {', '.join(names)}")
-    text = resources.files("noterag.tables").joinpath(f"{name}.yaml").read_text("utf-8")
     try:
-        return Table.model_validate(yaml.safe_load(text))
-    except Exception as exc:  # a broken shipped file: name it
+        data = _read(name)
+        # a dataset written {same_as: <table>} is that table's entry (one paper's datasets are
+        # written once, in its first table)
+        for key, dataset in list(data.get("datasets", {}).items()):
+            if isinstance(dataset, dict) and set(dataset) == {"same_as"}:
+                data["datasets"][key] = _read(dataset["same_as"])["datasets"][key]
+        return Table.model_validate(data)
+    except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError) as exc:  # name the file
         raise ConfigError(f"tables/{name}.yaml: {exc}") from None
+
+
+def _read(name: str) -> dict[str, Any]:
+    text = resources.files("noterag.tables").joinpath(f"{name}.yaml").read_text("utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise TypeError("a table file is a mapping")
+    return data
