@@ -310,3 +310,21 @@ def test_a_broken_table_file_is_one_clear_error() -> None:
     good["rows"][0]["requires"] = ["a-gpu"]
     with pytest.raises(ValueError, match="unknown requirement"):
         Table.model_validate(good)
+
+
+def test_a_wrong_heading_or_dataset_order_fails() -> None:
+    table = load_table("deepnote-table1")
+    lines = seed_lines(table)
+    assert header_mismatches(table, lines) == []
+    columns = list(table.columns)
+    columns[12] = columns[12].model_copy(update={"label": "str_em"})
+    assert header_mismatches(table.model_copy(update={"columns": columns}), lines)
+    datasets = dict(table.datasets)
+    datasets["hotpotqa"], datasets["musique"] = datasets["musique"], datasets["hotpotqa"]
+    assert header_mismatches(table.model_copy(update={"datasets": datasets}), lines)
+
+
+def test_a_dataset_written_same_as_is_the_first_tables_entry() -> None:
+    first, other = load_table("deepnote-table1"), load_table("deepnote-table6")
+    assert other.datasets == first.datasets
+    assert load_table("deepnote-table8").datasets["musique"] == first.datasets["musique"]
