@@ -328,3 +328,21 @@ def test_a_dataset_written_same_as_is_the_first_tables_entry() -> None:
     first, other = load_table("deepnote-table1"), load_table("deepnote-table6")
     assert other.datasets == first.datasets
     assert load_table("deepnote-table8").datasets["musique"] == first.datasets["musique"]
+
+
+def test_one_data_dir_serves_every_table() -> None:
+    # a path under --data DIR means one file, whichever table names it: the same build command
+    # and the same retriever spec everywhere
+    commands: dict[str, set[str | None]] = {}
+    specs: dict[str, set[str]] = {}
+    for name in EXPECTED:
+        for dataset in load_table(name).datasets.values():
+            for index, spec in (
+                (dataset.index, dataset.retriever_spec),
+                (dataset.dense_index, dataset.dense_retriever_spec),
+            ):
+                if index is not None:
+                    commands.setdefault(index.path, set()).add(index.command)
+                    specs.setdefault(index.path, set()).add(spec or "")
+    assert commands and all(len(c) == 1 for c in commands.values()), commands
+    assert all(len(s) == 1 and next(iter(s)).endswith(path) for path, s in specs.items()), specs
