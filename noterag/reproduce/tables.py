@@ -38,7 +38,7 @@ REQUIREMENTS: dict[str, str] = {
 
 # Published metrics noterag does not compute: their cells are shown, never scored.
 UNSCORED_METRICS: dict[str, str] = {
-    "q_r": "CRUD's RAGQuestEval question-level recall (GPT-4-scored; Adaptive-Note Appendix C)",
+    "q_r": "CRUD's RAGQuestEval question-level recall (scored by a GPT model; Adaptive-Note Appendix C)",
     "t_r": "CRUD's RAGQuestEval token-level recall",
     "t_p": "CRUD's RAGQuestEval token-level precision",
     "t_f1": "CRUD's RAGQuestEval token-level F1",
