@@ -115,5 +115,5 @@ def load_table(name: str) -> Table:
     text = resources.files("noterag.tables").joinpath(f"{name}.yaml").read_text("utf-8")
     try:
         return Table.model_validate(yaml.safe_load(text))
-    except Exception as exc:  # a broken shipped file: name it
+    except (yaml.YAMLError, ValueError) as exc:  # a broken shipped file: name it
         raise ConfigError(f"tables/{name}.yaml: {exc}") from None
