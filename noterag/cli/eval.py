@@ -128,15 +128,30 @@ def eval_command(
     ] = False,
     quiet: QuietOption = False,
     workers: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--workers",
             "-w",
             help="Processes answering the questions, each with --concurrency questions waiting "
             "on the model at once (one client process is bound by its own CPU against a fast "
-            "endpoint); auto: one per CPU. One results file, written by this process.",
+            "endpoint); auto: one per CPU. One results file, written by this process. "
+            "Default: 1; with --ray, one per CPU of the cluster.",
+            show_default=False,
         ),
-    ] = "1",
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Answer on a Ray cluster: host:port of its head, auto (the cluster this machine "
+            "is part of), or local (a cluster started for this run and shut down with it). The --workers "
+            "are Ray actors spread over its nodes; this process alone writes the results. "
+            "Each node needs noterag, the index at the same path (or an es: URL) and the "
+            "endpoint; see the README's cluster section. Needs the ray extra.",
+            show_default=False,
+        ),
+    ] = None,
     shard: Annotated[
         str | None,
         typer.Option(
@@ -189,6 +204,7 @@ def eval_command(
                 workers=workers,
                 shard=shard,
                 cache=cache,
+                ray=ray,
             )
         print_summary(summary, Console(highlight=False))
         # The last line says how many failed; too many fail the command.

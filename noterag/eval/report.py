@@ -104,6 +104,7 @@ class Summary(TypedDict):
     retries: int  # model requests sent again, all questions
     fallbacks: dict[str, int]  # unreadable replies by parser kind, answered questions
     cache: NotRequired[CacheCounts]  # only when some row was asked with --cache
+    requeued: NotRequired[int]  # questions asked again after their Ray worker died (--ray)
 
 
 class RunDirError(NoteragError):
@@ -228,6 +229,9 @@ def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
     )
     if any("cache_calls" in row for row in answered):
         summary["cache"] = cache_counts(answered)
+    requeued = sum(row.get("requeued") or 0 for row in rows)
+    if requeued:
+        summary["requeued"] = requeued
     return summary
 
 
@@ -374,6 +378,8 @@ def print_summary(summary: Summary, console: Any) -> None:
     table.add_row(
         "unreadable replies (fallbacks)", format_fallbacks(summary.get("fallbacks") or {})
     )
+    if summary.get("requeued"):
+        table.add_row("questions asked again after a worker died", str(summary["requeued"]))
     if summary["n_errors"]:
         shown = ", ".join(summary["error_ids"][:5]) + (" …" if summary["n_errors"] > 5 else "")
         table.add_row("failed questions (count 0)", f"{summary['n_errors']}: {shown}", style="red")

@@ -119,6 +119,7 @@ def run_eval(
     shard: str | tuple[int, int] | None = None,
     cache: str | os.PathLike[str] | None = None,
     spare: int | None = None,
+    ray: str | None = None,
 ) -> Summary:
     """Run ``method`` on the questions of ``dataset`` into ``out_dir``; return the summary.
 
@@ -141,7 +142,7 @@ def run_eval(
     from noterag.eval.merge import dataset_digest, in_shard, parse_shard
     from noterag.eval.workers import resolve_workers
 
-    n_workers = resolve_workers(workers)
+    n_workers = resolve_workers(workers) if ray is None or workers is not None else 0
     shard_of = parse_shard(shard) if shard is not None else None
     if concurrency is not None and concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, not {concurrency}")
@@ -232,12 +233,20 @@ def run_eval(
         or bool(previous and previous.get("latency_includes_queueing")),
         "questions": len(examples),
         "workers": n_workers,
+        "ray": ray,
         "dataset_digest": digest,
         "dataset_questions": everything,
         # The questions of this invocation: the summary covers them (a smaller --limit keeps
         # the other answers on disk without counting them).
         "ids": [ex.id for ex in examples],
     }
+    # A cluster that cannot be reached is one line before the run directory is written; one
+    # started here ends with the run (``_run_on_ray``; Ray's own exit hook on an error before).
+    ray_started = False
+    if ray is not None:
+        from noterag.eval.cluster import connect
+
+        ray_started = connect(ray)
     done = _open_run_dir(
         run_dir,
         config | invocation,
@@ -256,7 +265,21 @@ def run_eval(
         stats_of=_stats,
         done=[r for i, r in done.items() if i in scope],
     )
-    if todo and n_workers > 1:
+    if todo and ray is not None:
+        from noterag.eval.cluster import ClusterSetup
+
+        recipe = ClusterSetup(
+            method=method,
+            model=model,
+            settings=settings,
+            index=index_spec,
+            cache=config["cache"],
+            config=config,
+            concurrency=concurrency,
+            spare=spare,
+        )
+        _run_on_ray(recipe, todo, n_workers, ray_started, run_dir, meter, index_build)
+    elif todo and n_workers > 1:
         setup = WorkerSetup(build_graph=build, config=config, concurrency=concurrency, spare=spare)
         _run_in_workers(setup, todo, n_workers, run_dir, meter, index_build)
     elif todo:
@@ -275,6 +298,10 @@ def run_eval(
 
         with meter:
             loop.run_on_loop(main, max(32, (concurrency + spare) * 2), "noterag-eval")
+    elif ray_started:
+        from noterag.eval.cluster import disconnect
+
+        disconnect()
     return summarize(run_dir)
 
 
@@ -305,6 +332,43 @@ def _run_in_workers(
                 run_workers(setup, todo, n_workers, keep, stopped_after)
         except loop.Abort as abort:
             raise abort.stopped(meter) from None
+
+
+def _run_on_ray(
+    recipe: Any,
+    todo: Sequence[Any],
+    n_workers: int,
+    started: bool,
+    run_dir: Path,
+    meter: loop.Progress,
+    index_build: dict[str, str],
+) -> None:
+    """``todo`` on a Ray cluster (``noterag.eval.cluster``); this process keeps the one writer,
+    the index check and the progress bar, as with worker processes."""
+    from noterag.eval.cluster import default_workers, run_on_ray
+
+    try:
+        actors = n_workers or default_workers()
+
+        def stopped_after() -> str:
+            return f"stopped after {meter.count} of {meter.total} questions"
+
+        with _Keeper(run_dir, index_build) as write:
+
+            def keep(row: dict[str, Any]) -> None:
+                write(row)
+                meter.advance(row)
+
+            try:
+                with meter:
+                    run_on_ray(recipe, todo, actors, keep, stopped_after)
+            except loop.Abort as abort:
+                raise abort.stopped(meter) from None
+    finally:
+        if started:
+            from noterag.eval.cluster import disconnect
+
+            disconnect()
 
 
 def _spare(spare: int | None, concurrency: int, chat_model: Any) -> int:

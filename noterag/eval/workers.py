@@ -94,7 +94,7 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _portable(error: BaseException) -> NoteragError:
+def portable_error(error: BaseException) -> NoteragError:
     """The error as the parent can receive it: itself if it pickles, else its message."""
     if not isinstance(error, NoteragError):  # a bug: name it, as a traceback would
         return NoteragError(f"{type(error).__name__}: {error}")
@@ -119,7 +119,7 @@ def _worker_main(
     try:
         graph = setup.build_graph()
     except Exception as exc:  # noqa: BLE001 - whatever stops the graph stops the run
-        conn.send(("abort", _portable(exc), False))
+        conn.send(("abort", portable_error(exc), False))
         return
     gc.freeze()  # its graph and clients too (loop.frozen_heap); the process ends with the run
     asyncio.run(_serve(conn, graph, setup))
@@ -156,10 +156,10 @@ async def _serve(conn: Connection, graph: Any, setup: WorkerSetup) -> None:
         try:
             row = await answer_one(graph, example, setup.config, turns)
         except Abort as abort:
-            send(("abort", _portable(abort.error), abort.resumable))
+            send(("abort", portable_error(abort.error), abort.resumable))
             return
         except Exception as exc:  # noqa: BLE001 - a bug: reported by the parent, not lost
-            send(("abort", _portable(exc), True))
+            send(("abort", portable_error(exc), True))
             return
         send(("row", row))
 

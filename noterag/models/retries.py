@@ -14,7 +14,7 @@ import functools
 import importlib
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -97,25 +97,42 @@ def tls_context() -> ssl.SSLContext:
     return context
 
 
-def counting_clients() -> dict[str, Any]:
+def counting_clients(base_urls: Sequence[str] | None = None) -> dict[str, Any]:
     """HTTP clients for ChatOpenAI that report each retried attempt to ``count_retries``: the
     SDK's default clients (its limits and redirects; the process's one ``tls_context``; the
     async one taking an eval's turns, ``noterag.models.turns``) with a request hook; and a
     response hook that turns a completion reply that is none (an HTML
     page, an empty body, invalid JSON, no choices) into one line naming the endpoint
-    (``noterag.models.replies``)."""
+    (``noterag.models.replies``). ``base_urls``: several replicas of the model, each request
+    sent to one of them (``noterag.models.endpoints``)."""
     import openai
 
     from noterag.models.replies import acheck_reply, check_reply
     from noterag.models.turns import turn_taking_async_client
 
-    return {
+    pool = None
+    sync: dict[str, Any] = {"verify": tls_context()}
+    asynchronous: dict[str, Any] = {"verify": tls_context()}
+    if base_urls is not None and len(base_urls) > 1:
+        from openai import DEFAULT_CONNECTION_LIMITS
+
+        from noterag.models.endpoints import EndpointPool, spreading_transports
+
+        pool = EndpointPool.from_urls(base_urls)
+        transports = spreading_transports(
+            pool, verify=tls_context(), limits=DEFAULT_CONNECTION_LIMITS
+        )
+        sync = {"transport": transports[0]}
+        asynchronous = {"transport": transports[1]}
+    clients = {
         "http_client": openai.DefaultHttpxClient(
-            verify=tls_context(),
-            event_hooks={"request": [_note_attempt], "response": [check_reply]},
+            **sync, event_hooks={"request": [_note_attempt], "response": [check_reply]}
         ),
         "http_async_client": turn_taking_async_client(
-            verify=tls_context(),
+            **asynchronous,
             event_hooks={"request": [_anote_attempt], "response": [acheck_reply]},
         ),
     }
+    for client in clients.values():  # what the replicas did: endpoints.replicas_of(model)
+        client.noterag_replicas = pool if len(base_urls or ()) > 1 else None
+    return clients

@@ -9,6 +9,9 @@ A spec is one of
   ``"EMPTY"`` when a base URL is set (vLLM, Ollama and llama.cpp want none);
 * ``"openai:<model>@<base_url>"``: the same with the base URL inline, e.g.
   ``openai:qwen2.5:7b@http://localhost:11434/v1``;
+* ``"openai:<model>@<url1>,<url2>,..."``: one model served by several replicas (vLLM, say),
+  each request sent to the one with the fewest outstanding, a failing one left out until it
+  recovers (``noterag.models.endpoints``);
 * ``"local"``: SmolLM2-135M-Instruct served on 127.0.0.1 (``noterag.models.local_server``);
 * ``"hf:<dir>"``: a Hugging Face causal LM run in-process, e.g. one ``noterag align train``
   wrote (``noterag.models.hf``; needs the ``align`` extra);
@@ -132,6 +135,13 @@ def load_chat_model(
         return hf_chat_model(spec[len("hf:") :], settings)
     if spec.startswith("openai:") and spec[len("openai:") :].strip():
         model, inline_url = _split_inline_url(spec[len("openai:") :].strip())
+        urls = inline_url.split(",") if inline_url and not base_url else None
+        if urls and len(urls) > 1:
+            for url in urls:
+                _checked_base_url(url, f"a base URL of {spec!r}")
+            return _openai_chat_model(
+                model, settings, base_url=urls[0], api_key=api_key, replicas=urls
+            )
         return _openai_chat_model(model, settings, base_url=base_url or inline_url, api_key=api_key)
     raise ConfigError(f"unknown model spec {spec!r}: use {_ACCEPTED_SPECS}")
 
@@ -185,6 +195,7 @@ def _openai_chat_model(
     *,
     base_url: str | None,
     api_key: str | None,
+    replicas: list[str] | None = None,
 ) -> BaseChatModel:
     for value, source in (
         (base_url, "base_url"),
@@ -213,7 +224,7 @@ def _openai_chat_model(
         max_completion_tokens=settings.max_tokens,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
-        **counting_clients(),
+        **counting_clients(replicas),
     )
 
 

@@ -1,0 +1,267 @@
+"""One model served from several endpoints: ``openai:<model>@<url1>,<url2>,...``.
+
+vLLM, SGLang and llama.cpp scale out by replicas, each with its own base URL. A model spec that
+names several sends each request to the replica with the fewest requests outstanding (from the
+send to the end of the reply's body; ties go round-robin), so a slow replica gets less work.
+
+A replica that fails (a connection error, a timeout, HTTP 5xx) is left out for a cool-off that
+doubles with each consecutive failure (``COOL_OFF``) and comes back with its first success; the
+failed request is sent at once to another replica that is not cooling off, and when every one
+is, the openai client's own retries take over (the request then goes to the replica whose
+cool-off ends first). A reply of 4xx is the request's fault, not the replica's: it is returned
+as it is.
+
+The routing sits in the HTTP transport of the model's clients, under the openai SDK: its
+retries, timeouts, retry counting (``noterag.models.retries``) and an eval's turns
+(``noterag.models.turns``) all work as with one endpoint.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from noterag.errors import ConfigError
+
+__all__ = ["COOL_OFF", "Endpoint", "EndpointPool", "replicas_of", "spreading_transports"]
+
+# Seconds a failed replica is left out: the first failure, the cap.
+COOL_OFF = {"initial_s": 1.0, "max_s": 30.0}
+
+
+@dataclass
+class Endpoint:
+    """One replica: its base URL and what the pool knows of it."""
+
+    url: str
+    scheme: str = ""
+    host: str = ""
+    port: int | None = None
+    path: str = ""
+    outstanding: int = 0
+    failures: int = 0  # consecutive
+    down_until: float = 0.0
+    sent: int = 0
+    failed: int = 0
+
+
+@dataclass
+class EndpointPool:
+    """The replicas of one model, shared by its sync and async clients."""
+
+    endpoints: list[Endpoint]
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _turn: Iterator[int] = field(default_factory=itertools.count)
+
+    @classmethod
+    def from_urls(cls, urls: Sequence[str]) -> EndpointPool:
+        import httpx
+
+        if len(set(urls)) != len(urls):
+            raise ConfigError(f"a base URL is named twice in {','.join(urls)}")
+        endpoints = []
+        for url in urls:
+            parsed = httpx.URL(url)
+            endpoints.append(
+                Endpoint(
+                    url=url,
+                    scheme=parsed.scheme,
+                    host=parsed.host,
+                    port=parsed.port,
+                    path=parsed.path.rstrip("/"),
+                )
+            )
+        return cls(endpoints)
+
+    def choose(self, exclude: set[int]) -> int | None:
+        """The replica for the next request: the fewest outstanding among those not cooling
+        off (round-robin among equals); when all are, the one whose cool-off ends first; None
+        when every replica is in ``exclude``."""
+        now = time.monotonic()
+        with self._lock:
+            candidates = [i for i in range(len(self.endpoints)) if i not in exclude]
+            if not candidates:
+                return None
+            up = [i for i in candidates if self.endpoints[i].down_until <= now]
+            if up:
+                start = next(self._turn) % len(self.endpoints)
+                order = sorted(up, key=lambda i: (i - start) % len(self.endpoints))
+                chosen = min(order, key=lambda i: self.endpoints[i].outstanding)
+            else:
+                chosen = min(candidates, key=lambda i: self.endpoints[i].down_until)
+            self.endpoints[chosen].outstanding += 1
+            self.endpoints[chosen].sent += 1
+            return chosen
+
+    def cooling_all(self, exclude: set[int]) -> bool:
+        now = time.monotonic()
+        return all(e.down_until > now for i, e in enumerate(self.endpoints) if i not in exclude)
+
+    def done(self, index: int) -> None:
+        with self._lock:
+            self.endpoints[index].outstanding -= 1
+
+    def succeeded(self, index: int) -> None:
+        with self._lock:
+            endpoint = self.endpoints[index]
+            endpoint.failures, endpoint.down_until = 0, 0.0
+
+    def failed(self, index: int) -> None:
+        with self._lock:
+            endpoint = self.endpoints[index]
+            endpoint.failures += 1
+            endpoint.failed += 1
+            cool = min(COOL_OFF["max_s"], COOL_OFF["initial_s"] * 2 ** (endpoint.failures - 1))
+            endpoint.down_until = time.monotonic() + cool
+
+    def rewrite(self, request: Any, index: int) -> Any:
+        """``request`` (addressed to the first replica, the client's base URL) re-addressed to
+        replica ``index``."""
+        first, target = self.endpoints[0], self.endpoints[index]
+        path = request.url.path
+        if path.startswith(first.path):
+            path = target.path + path[len(first.path) :]
+        url = request.url.copy_with(
+            scheme=target.scheme, host=target.host, port=target.port, path=path
+        )
+        headers = request.headers.copy()
+        headers["host"] = url.netloc.decode("ascii")
+        stream = getattr(request, "stream", None)
+        return type(request)(
+            request.method, url, headers=headers, stream=stream, extensions=request.extensions
+        )
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Per replica: its URL, requests sent, failures, outstanding now."""
+        with self._lock:
+            return [
+                {"url": e.url, "sent": e.sent, "failed": e.failed, "outstanding": e.outstanding}
+                for e in self.endpoints
+            ]
+
+
+def replicas_of(model: Any) -> EndpointPool | None:
+    """The replicas of a chat model built from an ``openai:`` spec naming several; else None."""
+    return getattr(getattr(model, "http_client", None), "noterag_replicas", None)
+
+
+def _replica_failed(response: Any) -> bool:
+    return response.status_code >= 500
+
+
+def spreading_transports(pool: EndpointPool, **transport_kwargs: Any) -> tuple[Any, Any]:
+    """A sync and an async HTTP transport that send each request to ``pool``'s replicas
+    (``transport_kwargs``: the underlying transports' verify, limits, ...)."""
+    from noterag.models.retries import http_library
+
+    httpx = http_library()
+
+    class _Closing(httpx.SyncByteStream):  # type: ignore[misc, name-defined]
+        def __init__(self, stream: Any, index: int) -> None:
+            self._stream, self._index, self._open = stream, index, True
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield from self._stream
+
+        def close(self) -> None:
+            try:
+                self._stream.close()
+            finally:
+                if self._open:
+                    self._open = False
+                    pool.done(self._index)
+
+    class _AsyncClosing(httpx.AsyncByteStream):  # type: ignore[misc, name-defined]
+        def __init__(self, stream: Any, index: int) -> None:
+            self._stream, self._index, self._open = stream, index, True
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            async for chunk in self._stream:
+                yield chunk
+
+        async def aclose(self) -> None:
+            try:
+                await self._stream.aclose()
+            finally:
+                if self._open:
+                    self._open = False
+                    pool.done(self._index)
+
+    def _pick(tried: set[int]) -> int | None:
+        if tried and pool.cooling_all(tried):
+            return None  # every other replica is cooling off: the SDK's retry decides
+        return pool.choose(tried)
+
+    class SpreadingTransport(httpx.BaseTransport):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            self._inner = httpx.HTTPTransport(**transport_kwargs)
+
+        def handle_request(self, request: Any) -> Any:
+            tried: set[int] = set()
+            last: Exception | None = None
+            while True:
+                index = _pick(tried)
+                if index is None:  # every replica tried failed to connect
+                    assert last is not None
+                    raise last
+                tried.add(index)
+                try:
+                    response = self._inner.handle_request(pool.rewrite(request, index))
+                except httpx.TransportError as exc:
+                    pool.done(index)
+                    pool.failed(index)
+                    last = exc
+                    continue
+                if _replica_failed(response):
+                    pool.failed(index)
+                    if not pool.cooling_all(tried):
+                        response.close()
+                        pool.done(index)
+                        continue
+                else:
+                    pool.succeeded(index)
+                response.stream = _Closing(response.stream, index)
+                return response
+
+        def close(self) -> None:
+            self._inner.close()
+
+    class AsyncSpreadingTransport(httpx.AsyncBaseTransport):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            self._inner = httpx.AsyncHTTPTransport(**transport_kwargs)
+
+        async def handle_async_request(self, request: Any) -> Any:
+            tried: set[int] = set()
+            last: Exception | None = None
+            while True:
+                index = _pick(tried)
+                if index is None:  # every replica tried failed to connect
+                    assert last is not None
+                    raise last
+                tried.add(index)
+                try:
+                    response = await self._inner.handle_async_request(pool.rewrite(request, index))
+                except httpx.TransportError as exc:
+                    pool.done(index)
+                    pool.failed(index)
+                    last = exc
+                    continue
+                if _replica_failed(response):
+                    pool.failed(index)
+                    if not pool.cooling_all(tried):
+                        await response.aclose()
+                        pool.done(index)
+                        continue
+                else:
+                    pool.succeeded(index)
+                response.stream = _AsyncClosing(response.stream, index)
+                return response
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return SpreadingTransport(), AsyncSpreadingTransport()

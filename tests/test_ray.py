@@ -1,0 +1,236 @@
+"""``noterag eval --ray``: a real Ray cluster on 127.0.0.1 (a head node started by `ray start`,
+two actors as its worker processes), the model a simulated endpoint (bench/sim_endpoint.py).
+
+Checked: a Ray run writes the rows a plain run writes (a plain eval replaying the Ray run's
+cache sends no request and scores the same), a worker killed mid-run (SIGKILL) loses and
+duplicates nothing, Ctrl-C on the driver stops this run's workers and leaves a directory a plain
+eval resumes, a local cluster lives as long as its run, and the model's two replicas keep the
+run going while one of them fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from noterag.eval import run_eval
+from noterag.models import ModelSettings
+from noterag.sample import sample_index, sample_questions
+
+# Not imported here: Ray reads its authentication settings when it is imported, and the
+# cluster fixture sets them first.
+if importlib.util.find_spec("ray") is None:
+    pytest.skip("Ray is not installed: pip install 'noterag[ray]'", allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from sim_endpoint import Faults, SimModel, start
+
+NOTERAG = str(Path(sys.executable).with_name("noterag"))
+RAY = str(Path(sys.executable).with_name("ray"))
+SETTINGS = ModelSettings(timeout=20, max_retries=2)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Ray head on 127.0.0.1 with 2 CPUs (two actors), stopped at the end."""
+    port = _free_port()
+    temp = Path("/tmp") / f"noterag-ray-{os.getpid()}"  # short: Ray's socket paths
+    # Ray authenticates its clients with a token (by default from 2.59): the head and every
+    # driver of these tests share one, through the environment (as an operator's cluster would).
+    token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    saved = {name: os.environ.get(name) for name in token}
+    os.environ.update(token)
+    env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0"}
+    started = subprocess.run(
+        [RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+         "--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats",
+         "--temp-dir", str(temp)],
+        check=False, capture_output=True, text=True, env=env, timeout=180,
+    )  # fmt: skip
+    if started.returncode != 0:
+        pytest.fail(f"ray start failed: {started.stderr[-2000:]}")
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([RAY, "stop", "--force"], check=False, capture_output=True, env=env)
+        shutil.rmtree(temp, ignore_errors=True)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _questions(path: Path, n: int) -> Path:
+    """The sample questions, cycled to ``n`` (each id once)."""
+    sample = sample_questions()
+    with path.open("w") as out:
+        for i in range(n):
+            row = dict(sample[i % len(sample)])
+            row["id"] = f"{row['id']}-{i}"
+            row["question"] = f"{row['question']} (variant {i})"
+            out.write(json.dumps(row) + "\n")
+    return path
+
+
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+
+
+def _actor_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline.startswith(b"ray::Answerer"):
+                pids.append(int(entry.name))
+    return pids
+
+
+def _wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_a_ray_run_writes_the_rows_a_plain_run_replays(cluster: str, tmp_path: Path) -> None:
+    good_model, flaky_faults = SimModel(base_s=0.01, per_token_s=0.0), Faults(error_rate=0.4)
+    good, good_url = start(good_model)
+    flaky, flaky_url = start(SimModel(base_s=0.01, per_token_s=0.0), faults=flaky_faults)
+    questions = _questions(tmp_path / "q.jsonl", 12)
+    index = sample_index(tmp_path / "cache")
+    common = {
+        "index": index,
+        # two replicas of the model, one failing 40% of its requests
+        "model": f"openai:sim@{flaky_url},{good_url}",
+        "settings": SETTINGS,
+        "cache": tmp_path / "replies.sqlite",
+        "progress": False,
+    }
+    try:
+        on_ray = run_eval(
+            "deepnote", questions, tmp_path / "ray", ray=cluster, workers=2, concurrency=2,
+            **common,
+        )  # fmt: skip
+        sent = len(good_model.records) + flaky_faults.counts["requests"]
+        plain = run_eval("deepnote", questions, tmp_path / "plain", concurrency=2, **common)
+        assert len(good_model.records) + flaky_faults.counts["requests"] == sent  # no request
+    finally:
+        good.shutdown()
+        flaky.shutdown()
+    assert flaky_faults.counts["error"] >= 1  # the failing replica was used and skipped
+    assert on_ray["n"] == plain["n"] == 12 and on_ray["n_errors"] == 0
+    assert on_ray["metrics"] == plain["metrics"]
+    ray_rows = {r["id"]: r for r in _rows(tmp_path / "ray")}
+    plain_rows = {r["id"]: r for r in _rows(tmp_path / "plain")}
+    assert len(ray_rows) == 12 == len(_rows(tmp_path / "ray"))
+    for qid, row in plain_rows.items():
+        for field in ("answer", "em", "f1", "acc", "llm_calls", "passage_ids"):
+            assert ray_rows[qid].get(field) == row.get(field), (qid, field)
+    assert json.loads((tmp_path / "ray" / "run.json").read_text())["ray"] == cluster
+
+
+def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster: str, tmp_path: Path) -> None:
+    model = SimModel(base_s=0.15, per_token_s=0.0)
+    server, url = start(model)
+    run = tmp_path / "run"
+    command = [
+        NOTERAG, "eval", "-m", "deepnote", "-d", str(_questions(tmp_path / "q.jsonl", 24)),
+        "-o", str(run), "-i", str(sample_index(tmp_path / "cache")),
+        "--model", f"openai:sim@{url}", "--ray", cluster, "--workers", "2", "-j", "2", "-q",
+    ]  # fmt: skip
+    try:
+        driver = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        results = run / "results.jsonl"
+        _wait_for(
+            lambda: results.exists() and len(results.read_text().splitlines()) >= 3,
+            240,
+            "the first rows",
+        )
+        victims = _actor_pids()
+        assert len(victims) == 2, victims
+        os.kill(victims[0], signal.SIGKILL)
+        _, stderr = driver.communicate(timeout=300)
+    finally:
+        server.shutdown()
+    assert driver.returncode == 0, stderr
+    rows = _rows(run)
+    assert len(rows) == 24 and len({r["id"] for r in rows}) == 24
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["n_errors"] == 0 and summary["requeued"] >= 1
+
+
+def test_ctrl_c_stops_the_workers_and_a_plain_eval_resumes(cluster: str, tmp_path: Path) -> None:
+    model = SimModel(base_s=0.2, per_token_s=0.0)
+    server, url = start(model)
+    run, questions = tmp_path / "run", _questions(tmp_path / "q.jsonl", 30)
+    index = sample_index(tmp_path / "cache")
+    command = [
+        NOTERAG, "eval", "-m", "deepnote", "-d", str(questions), "-o", str(run),
+        "-i", str(index), "--model", f"openai:sim@{url}", "--ray", cluster,
+        "--workers", "2", "-j", "2", "-q",
+    ]  # fmt: skip
+    try:
+        driver = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        results = run / "results.jsonl"
+        _wait_for(
+            lambda: results.exists() and len(results.read_text().splitlines()) >= 2,
+            240,
+            "the first rows",
+        )
+        driver.send_signal(signal.SIGINT)
+        driver.communicate(timeout=120)
+        assert driver.returncode != 0
+        _wait_for(lambda: not _actor_pids(), 60, "the run's workers to stop")
+        stopped = len(model.records)
+        time.sleep(1.0)
+        assert len(model.records) == stopped  # nobody asks the model for this run any more
+        before = {r["id"] for r in _rows(run)}
+        assert 2 <= len(before) < 30
+        summary = run_eval(
+            "deepnote", questions, run, index=index, model=f"openai:sim@{url}",
+            settings=SETTINGS, concurrency=4, progress=False,
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+    rows = _rows(run)
+    assert summary["n"] == 30 and len(rows) == 30 and len({r["id"] for r in rows}) == 30
+
+
+def test_without_an_address_a_local_cluster_lives_as_long_as_the_run(tmp_path: Path) -> None:
+    server, url = start(SimModel(base_s=0.01, per_token_s=0.0))
+    try:
+        summary = run_eval(
+            "vanilla", _questions(tmp_path / "q.jsonl", 3), tmp_path / "run",
+            index=sample_index(tmp_path / "cache"), model=f"openai:sim@{url}",
+            settings=SETTINGS, ray="local", workers=1, progress=False,
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+    assert summary["n"] == 3 and summary["n_errors"] == 0
+    import ray
+
+    assert not ray.is_initialized()
