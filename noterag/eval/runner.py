@@ -50,7 +50,6 @@ adds them up.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
@@ -64,6 +63,7 @@ from langchain_core.retrievers import BaseRetriever
 from noterag._fs import atomic_write_json, atomic_write_lines
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 from noterag.eval import loop
+from noterag.eval.lock import run_lock
 from noterag.eval.report import (
     RESULTS_FILE,
     RUN_FILE,
@@ -73,6 +73,7 @@ from noterag.eval.report import (
     compute_summary,
     metric_label,
     metric_means,
+    read_json_file,
     scan_results,
     summarize,
 )
@@ -85,7 +86,8 @@ from noterag.retrievers.indexdir import index_identity
 # run.json fields that must match for a run to resume; the others (limit, questions, times)
 # describe the current invocation.
 COMPARED = (
-    "method", "dataset", "format", "index", "model", "context", "fair_topk_from", "shard",
+    "method", "dataset", "format", "index", "model", "endpoint", "context", "fair_topk_from",
+    "shard",
 )  # fmt: skip
 FAIR_TOPK_METHOD = "vanilla"
 # Questions at once when the endpoint's capacity is unknown.
@@ -154,6 +156,7 @@ def run_eval(
     from noterag.context import resolve_context
     from noterag.eval.datasets import load_dataset
     from noterag.methods import context_schema
+    from noterag.models.spec import model_endpoint
     from noterag.spec import resolve_retriever
 
     context = dict(context or {})
@@ -164,6 +167,12 @@ def run_eval(
     # The whole question set the shards split: what `noterag merge` checks they share.
     digest, everything = dataset_digest(examples), len(examples)
     if shard_of is not None:
+        if shard_of[1] > everything:
+            raise ConfigError(
+                f"--shard {shard_of[0]}/{shard_of[1]}: {shard_of[1]} shards of "
+                f"{everything} question{'s' if everything != 1 else ''}; use at most one shard "
+                "per question"
+            )
         examples = [ex for ex in examples if in_shard(ex.id, shard_of)]
     tasks = _check_tasks(method, context, examples, Path(dataset))
     index_spec = loop.index_spec(index)
@@ -176,6 +185,9 @@ def run_eval(
         "format": format,
         "index": loop.index_label(index_spec),
         "model": label,
+        # where the model's requests go (credentials removed): the same name on another
+        # endpoint is another model, so a resume or merge across endpoints is refused
+        "endpoint": model_endpoint(model),
         "context": context,
         "fair_topk_from": (
             str(Path(fair_topk_from).expanduser().resolve()) if fair_topk_from else None
@@ -187,95 +199,102 @@ def run_eval(
     }
     run_dir = Path(out_dir)
     _check_writable(run_dir)
-    # Opening a retriever reads nothing yet; its directories' identities bind the run.
-    retriever = resolve_retriever(index_spec)
-    index_build = index_identities(retriever)
-    previous, rows = _check_run_dir(run_dir, config, index_build, force=force)
-    changed = _changed_questions(rows, examples)
-    if changed and not rerun_changed:
-        raise RunDirError(_changed_message(run_dir, Path(dataset), changed))
+    # One writer at a time (noterag.eval.lock): taken before anything is read or removed, so
+    # that neither a twin command nor a --force races a live run.
+    with run_lock(run_dir, "eval"):
+        # Opening a retriever reads nothing yet; its directories' identities bind the run.
+        retriever = resolve_retriever(index_spec)
+        index_build = index_identities(retriever)
+        previous, rows = _check_run_dir(run_dir, config, index_build, force=force)
+        changed = _changed_questions(rows, examples)
+        if changed and not rerun_changed:
+            raise RunDirError(_changed_message(run_dir, Path(dataset), changed))
 
-    # Nothing is written until the index opens and the model answers, so that a typo in either
-    # does not leave a run directory behind that the corrected command would refuse.
-    chat_model = models.load_chat_model(model, settings)
-    spare = _spare(spare, concurrency, chat_model)
-    # Seconds, with the endpoint's URL, rather than every question failing after its retries.
-    models.check_model_reachable(chat_model)
-    llm_cache = None
-    if cache is not None:
-        from noterag.eval.cache import SQLiteLLMCache, with_cache
+        # Nothing is written until the index opens and the model answers, so that a typo in either
+        # does not leave a run directory behind that the corrected command would refuse.
+        llm_cache = None
+        if cache is not None:  # checked first: a fault in it fails every question (its calls paid)
+            from noterag.eval.cache import SQLiteLLMCache, with_cache
 
-        llm_cache = SQLiteLLMCache(cache)
-        chat_model = with_cache(chat_model, llm_cache)
+            llm_cache = SQLiteLLMCache(cache)
+        chat_model = models.load_chat_model(model, settings)
+        spare = _spare(spare, concurrency, chat_model)
+        # Seconds, with the endpoint's URL, rather than every question failing after its retries.
+        models.check_model_reachable(chat_model)
+        if llm_cache is not None:
+            chat_model = with_cache(chat_model, llm_cache)
 
-    def build() -> Any:
-        """The graph; in a worker process, over a model and an index opened there when they
-        were given as specs (no connection or index handle shared across processes)."""
-        own_model, own_retriever = chat_model, retriever
-        if n_workers > 1 and (model is None or isinstance(model, str)):
-            own_model = models.load_chat_model(model, settings)
-            if llm_cache is not None:
-                own_model = with_cache(own_model, llm_cache)
-        if n_workers > 1 and not isinstance(index_spec, BaseRetriever):
-            own_retriever = resolve_retriever(index_spec)
-        return noterag.build_graph(method, model=own_model, retriever=own_retriever)
+        def build() -> Any:
+            """The graph; in a worker process, over a model and an index opened there when they
+            were given as specs (no connection or index handle shared across processes)."""
+            own_model, own_retriever = chat_model, retriever
+            if n_workers > 1 and (model is None or isinstance(model, str)):
+                own_model = models.load_chat_model(model, settings)
+                if llm_cache is not None:
+                    own_model = with_cache(own_model, llm_cache)
+            if n_workers > 1 and not isinstance(index_spec, BaseRetriever):
+                own_retriever = resolve_retriever(index_spec)
+            return noterag.build_graph(method, model=own_model, retriever=own_retriever)
 
-    queued = concurrency > slots if slots is not None else False
-    invocation = {
-        "tasks": dict(sorted(tasks.items())),
-        "index_build": index_build,
-        "concurrency": concurrency,
-        "spare_questions": spare,
-        "endpoint_slots": slots,
-        # Once one invocation queued, some latencies of the run measure the queue.
-        "latency_includes_queueing": queued
-        or bool(previous and previous.get("latency_includes_queueing")),
-        "questions": len(examples),
-        "workers": n_workers,
-        "dataset_digest": digest,
-        "dataset_questions": everything,
-        # The questions of this invocation: the summary covers them (a smaller --limit keeps
-        # the other answers on disk without counting them).
-        "ids": [ex.id for ex in examples],
-    }
-    done = _open_run_dir(
-        run_dir,
-        config | invocation,
-        previous,
-        drop={question for question, _ in changed},
-        retry_errors=retry_errors,
-    )
-    todo = [ex for ex in examples if ex.id not in done]
+        queued = concurrency > slots if slots is not None else False
+        invocation = {
+            "tasks": dict(sorted(tasks.items())),
+            "index_build": index_build,
+            "concurrency": concurrency,
+            "spare_questions": spare,
+            "endpoint_slots": slots,
+            # Once one invocation queued, some latencies of the run measure the queue.
+            "latency_includes_queueing": queued
+            or bool(previous and previous.get("latency_includes_queueing")),
+            "questions": len(examples),
+            "workers": n_workers,
+            "dataset_digest": digest,
+            "dataset_questions": everything,
+            # The questions of this invocation: the summary covers them (a smaller --limit keeps
+            # the other answers on disk without counting them).
+            "ids": [ex.id for ex in examples],
+        }
+        done = _open_run_dir(
+            run_dir,
+            config | invocation,
+            previous,
+            drop={question for question, _ in changed},
+            retry_errors=retry_errors,
+        )
+        todo = [ex for ex in examples if ex.id not in done]
+        n_workers = min(n_workers, max(1, len(todo)))  # a worker without a question is waste
 
-    scope = {ex.id for ex in examples}
-    meter = loop.Progress(
-        console,
-        progress,
-        total=len(examples),
-        label="eval",
-        stats_of=_stats,
-        done=[r for i, r in done.items() if i in scope],
-    )
-    if todo and n_workers > 1:
-        setup = WorkerSetup(build_graph=build, config=config, concurrency=concurrency, spare=spare)
-        _run_in_workers(setup, todo, n_workers, run_dir, meter, index_build)
-    elif todo:
-        graph = build()
+        scope = {ex.id for ex in examples}
+        meter = loop.Progress(
+            console,
+            progress,
+            total=len(examples),
+            label="eval",
+            stats_of=_stats,
+            done=[r for i, r in done.items() if i in scope],
+        )
+        if todo and n_workers > 1:
+            setup = WorkerSetup(
+                build_graph=build, config=config, concurrency=concurrency, spare=spare
+            )
+            _run_in_workers(setup, todo, n_workers, run_dir, meter, index_build)
+        elif todo:
+            graph = build()
 
-        async def main() -> None:
-            turns = ModelTurns(concurrency)
-            with _Keeper(run_dir, index_build) as keep:
-                await loop.run_questions(
-                    todo,
-                    concurrency + spare,
-                    lambda ex: answer_one(graph, ex, config, turns),
-                    keep,
-                    meter,
-                )
+            async def main() -> None:
+                turns = ModelTurns(concurrency)
+                with _Keeper(run_dir, index_build) as keep:
+                    await loop.run_questions(
+                        todo,
+                        concurrency + spare,
+                        lambda ex: answer_one(graph, ex, config, turns),
+                        keep,
+                        meter,
+                    )
 
-        with meter:
-            loop.run_on_loop(main, max(32, (concurrency + spare) * 2), "noterag-eval")
-    return summarize(run_dir)
+            with meter:
+                loop.run_on_loop(main, max(32, (concurrency + spare) * 2), "noterag-eval")
+        return summarize(run_dir)
 
 
 def _run_in_workers(
@@ -420,7 +439,7 @@ def _check_run_dir(
     if force:
         return None, []
     if config_path.is_file():
-        previous = _read_config(config_path)
+        previous = read_json_file(config_path)
         loop.check_same_config(run_dir, previous, config, COMPARED)
         bound = previous.get("index_build")
         if isinstance(bound, dict):
@@ -517,16 +536,6 @@ def _open_run_dir(
             },
         )
     return {row["id"]: row for row in kept}
-
-
-def _read_config(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise RunDirError(f"{path} is not readable JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise RunDirError(f"{path} is not a run configuration")
-    return value
 
 
 class _ResultsWriter(loop.LineWriter):
@@ -705,7 +714,10 @@ def index_identities(retriever: Any) -> dict[str, str]:
 
 def _stats(done: list[dict[str, Any]]) -> str:
     """The progress line's figures: the running metrics, calls and tokens per question."""
-    parts = [f"{metric_label(k)} {v:.1f}" for k, v in metric_means(done).items()]
+    from noterag.cli.render import safe
+
+    # a row's metric names are read back from results.jsonl: text, not markup
+    parts = [f"{safe(metric_label(k))} {v:.1f}" for k, v in metric_means(done).items()]
     answered = [row for row in done if not row.get("error")]
     if answered:
         calls = sum(row["llm_calls"] for row in answered) / len(answered)
