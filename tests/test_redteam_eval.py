@@ -136,13 +136,16 @@ def eval_cli(data: Path, index: Path, out: Path, *extra: str, env: Any = None) -
 # --------------------------------------------------------------------------- endpoints
 
 
-def completion(text: str = GOLD) -> bytes:
+GOOD_USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+
+
+def completion(text: str = GOLD, usage: Any = GOOD_USAGE) -> bytes:
     return json.dumps(
         {
             "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                          "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+            "usage": usage,
         }
     ).encode()  # fmt: skip
 
@@ -154,6 +157,7 @@ class _Endpoint(BaseHTTPRequestHandler):
 
     mode = "ok"
     requests: list[str]
+    usage: Any = GOOD_USAGE
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -172,7 +176,7 @@ class _Endpoint(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
         self.requests.append(self.path)
-        body = completion()
+        body = completion(usage=self.usage)
         if self.mode == "ok":
             self._plain(200, body)
             return
@@ -202,9 +206,10 @@ def endpoint() -> Iterator[Any]:
     """``endpoint(mode)`` → (base URL, the completion requests it received)."""
     servers: list[ThreadingHTTPServer] = []
 
-    def start(mode: str = "ok") -> tuple[str, list[str]]:
+    def start(mode: str = "ok", usage: Any = GOOD_USAGE) -> tuple[str, list[str]]:
         requests: list[str] = []
-        handler = type("Handler", (_Endpoint,), {"mode": mode, "requests": requests})
+        attributes = {"mode": mode, "requests": requests, "usage": usage}
+        handler = type("Handler", (_Endpoint,), attributes)
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -725,6 +730,31 @@ def test_a_huge_limit_is_no_limit_and_too_many_shards_are_refused(
                                    "--shard", "1/99999999999"))  # fmt: skip
     assert "99999999999 shards of 3 questions" in line
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": "10", "completion_tokens": 2, "total_tokens": 12},
+        {"prompt_tokens": -5, "completion_tokens": 2, "total_tokens": -3},
+        {"prompt_tokens": "x"},
+        "lots",
+    ],
+)
+def test_a_usage_that_is_no_token_count_is_ignored_and_counted(
+    tmp_path: Path, endpoint: Any, index_dir: Path, usage: Any
+) -> None:
+    url, requests = endpoint("ok", usage)
+    data = jsonl(tmp_path / "q.jsonl", questions(2))
+    result = eval_cli(data, index_dir, tmp_path / "run", "--model", f"openai:m@{url}")
+    assert result.exit_code == 0, result.output
+    rows = rows_of(tmp_path / "run")
+    assert [row["error"] for row in rows] == [None, None]
+    assert [row["prompt_tokens"] for row in rows] == [0, 0]  # unknown, not -5 or "10"
+    assert [row["usage_ignored"] for row in rows] == [row["llm_calls"] for row in rows]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["usage_ignored"] == len(requests) == sum(row["llm_calls"] for row in rows)
+    assert "replies with invalid usage (tokens not counted)" in result.stdout
 
 
 def test_workers_are_bounded(tmp_path: Path, index_dir: Path, scripted_cli: dict[str, Any]) -> None:

@@ -114,6 +114,8 @@ class Summary(TypedDict):
     # only when some question's gold is one the official acc finds in nearly any reply ("a",
     # "the"): its acc says little (noterag.eval.metrics.weak_gold)
     weak_golds: NotRequired[WeakGolds]
+    # only when some reply's usage was no token counts and was ignored: tokens short of theirs
+    usage_ignored: NotRequired[int]
 
 
 class RunDirError(NoteragError):
@@ -290,6 +292,9 @@ def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
         retries=sum(row.get("retries") or 0 for row in rows),
         fallbacks=_sum_counts(row.get("fallbacks") for row in answered),
     )
+    usage_ignored = sum(int(row.get("usage_ignored") or 0) for row in rows)
+    if usage_ignored:
+        summary["usage_ignored"] = usage_ignored
     if any("cache_calls" in row for row in answered):
         summary["cache"] = cache_counts(answered)
     weak = [row["id"] for row in rows if _weak_gold(row)]
@@ -439,6 +444,12 @@ def print_summary(summary: Summary, console: Any) -> None:
     )
     table.add_row("wall time s", f"{summary['wall_s']:.1f}")
     table.add_row("model requests retried", str(summary.get("retries", 0)))
+    if summary.get("usage_ignored"):
+        table.add_row(
+            "replies with invalid usage (tokens not counted)",
+            str(summary["usage_ignored"]),
+            style="yellow",
+        )
     cache = summary.get("cache")
     if cache:
         table.add_row(

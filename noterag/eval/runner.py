@@ -595,11 +595,13 @@ async def answer_one(
     from noterag.eval.cache import count_cache
     from noterag.eval.metrics import score
     from noterag.models import count_retries
+    from noterag.models.replies import count_bad_usage
 
     started_at, clock = time.time(), time.perf_counter()
     # this task's requests only: the questions run as tasks
     with (
         count_retries() as retries,
+        count_bad_usage() as bad_usage,
         count_cache() as cached,
         question_turns(turns) as mine,
     ):
@@ -617,6 +619,8 @@ async def answer_one(
             state, error = {}, one_line_error(exc)
     latency = time.perf_counter() - clock
     state = state | {"retries": retries.value, "waited_s": mine.waited_s if mine else 0.0}
+    if bad_usage.ignored:
+        state = state | {"usage_ignored": bad_usage.ignored}
     if config.get("cache"):
         state = state | {"cache_calls": cached.calls, "cache_tokens": cached.tokens}
     answer = state.get("answer")
@@ -664,6 +668,9 @@ def result_row(
         "passages": None if failed else len(passage_ids),
         "passage_ids": None if failed else passage_ids,
         "retries": state.get("retries", 0),
+        # replies whose usage was no token counts, ignored (noterag.models.replies): the
+        # question's token counts are short of theirs
+        **({"usage_ignored": state["usage_ignored"]} if state.get("usage_ignored") else {}),
         # with --cache: the calls (and their tokens) answered from it, not the endpoint
         **(
             {
