@@ -801,3 +801,25 @@ def test_golds_the_official_acc_finds_in_any_reply_are_flagged(
     line = next(line for line in result.stdout.splitlines() if "stop word" in line)
     assert line.split("│")[0].strip() == "gold is a stop word or 1 char (acc ~ always right)"
     assert line.split("│")[1].strip() in ("2: q2, q3", "2: q3, q2")
+
+
+def test_swapped_segment_files_of_an_index_are_refused_at_open(
+    tmp_path: Path, index_dir: Path, scripted_cli: dict[str, Any]
+) -> None:
+    from noterag.retrievers.bm25 import Bm25Index
+    from noterag.retrievers.indexdir import IndexDamagedError
+
+    more = [{"id": f"n{i}", "title": "Ostra", "text": f"passage {i} on the Ostra River"}
+            for i in range(20)]  # fmt: skip
+    Bm25Index(index_dir).upsert(more)  # a second segment, changed in place
+    assert Bm25Index(index_dir).num_passages == len(CORPUS) + 20  # no false alarm after it
+    first, second = sorted(index_dir.glob("*.store"))[:2]
+    swap = first.with_suffix(".swap")
+    first.rename(swap)
+    second.rename(first)
+    swap.rename(second)
+    with pytest.raises(IndexDamagedError, match="is not the file this index was built with"):
+        Bm25Index(index_dir)
+    data = jsonl(tmp_path / "q.jsonl", questions(2))
+    line = one_error_line(eval_cli(data, index_dir, tmp_path / "run", "--model", "openai:m"))
+    assert f"{first} is not the file this index was built with" in line or str(second) in line
