@@ -15,7 +15,9 @@ The run directory holds
 Re-running the same configuration into the same directory resumes: the questions already in
 ``results.jsonl`` are skipped, a half-written last line (a crash mid-write) is cut away before
 anything is appended, and a different configuration is refused with what differs (``limit``
-may change: that is how a run grows). ``force=True`` starts the directory over.
+may change: that is how a run grows). ``force=True`` starts the directory over. One process
+writes a run directory at a time (``noterag.eval.lock``): a second is refused at once, forced
+or not.
 
 A run is bound to what it ran on. An answer is reused only for the very question it answered:
 same id, question, golds and task (a question edited in the dataset is refused, naming it, or,

@@ -61,7 +61,8 @@ class ModelSettings:
     """Sampling and transport settings shared by every model noterag builds.
 
     ``max_tokens=None`` means 512 for the local model (it rambles otherwise) and the
-    endpoint's own default for remote models. ``timeout`` bounds each attempt of a request (s);
+    endpoint's own default for remote models. ``timeout`` bounds each attempt of a request (s),
+    to its reply's last byte (``noterag.models.deadline``);
     ``max_retries`` is how many times a failed request is sent again (see ``noterag.models``
     for what is retried and the backoff).
     """
