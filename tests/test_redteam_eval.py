@@ -285,6 +285,9 @@ def test_a_second_writer_is_refused_at_once_naming_the_holder_and_force_does_not
     tmp_path: Path, index_dir: Path
 ) -> None:
     data = jsonl(tmp_path / "q.jsonl", questions(6))
+    shards = [tmp_path / f"s{i}" for i in (1, 2)]
+    for i, shard in enumerate(shards, start=1):
+        evaluate(data, shard, ScriptedModel(script={"answer": GOLD}), shard=f"{i}/2")
     out = tmp_path / "twin"
     holder, release = _start_holder(tmp_path, data, out)
     try:
@@ -296,9 +299,12 @@ def test_a_second_writer_is_refused_at_once_naming_the_holder_and_force_does_not
             line = second.stderr.strip().splitlines()[-1]
             assert line.startswith(f"error: {out} is being written by pid {holder.pid} on "), line
             assert "holder.py" in line and "since" in line
-        # merge into the live run directory: refused the same way
-        merged = _cli_process("merge", str(tmp_path / "nowhere"), "-o", str(out))
-        assert merged.returncode == 1
+        # a merge into the live run directory: refused the same way, forced or not
+        for extra in ([], ["--force"]):
+            merged = _cli_process("merge", *map(str, shards), "-o", str(out), *extra)
+            assert merged.returncode == 1, merged.stderr
+            line = merged.stderr.strip().splitlines()[-1]
+            assert line.startswith(f"error: {out} is being written by pid {holder.pid} on "), line
         release.touch()
         assert holder.wait(120) == 0, holder.stderr.read().decode() if holder.stderr else ""
     finally:
@@ -709,7 +715,8 @@ def test_hostile_ids_and_labels_print_as_text_in_eval_merge_and_compare(
     merged = cli("merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "-o", str(tmp_path / "m"))
     assert merged.exit_code == 0, merged.output
     assert "MarkupError" not in merged.output and "\x1b" not in merged.output
-    assert "oops[/]" in merged.stdout or "red" in merged.stdout
+    failed = next(line for line in merged.stdout.splitlines() if "failed questions" in line)
+    assert failed.split("│")[1].strip() in ("2: oops[/], red", "2: red, oops[/]"), failed
     compared = cli("compare", str(tmp_path / "run"), str(tmp_path / "m"), "--no-plot")
     assert compared.exit_code == 0, compared.output
     assert "\x1b" not in compared.output and "openai:m[/]" in compared.stdout
