@@ -830,3 +830,37 @@ def test_swapped_segment_files_of_an_index_are_refused_at_open(
     data = jsonl(tmp_path / "q.jsonl", questions(2))
     line = one_error_line(eval_cli(data, index_dir, tmp_path / "run", "--model", "openai:m"))
     assert f"{first} is not the file this index was built with" in line or str(second) in line
+
+
+def test_a_bomb_of_small_records_is_bounded_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(records_module, "MAX_RECORDS", 100)
+    with gzip.open(tmp_path / "many.jsonl.gz", "wt") as out:
+        out.writelines(json.dumps(q) + "\n" for q in questions(150))
+    with pytest.raises(DatasetError, match=r"many\.jsonl\.gz line 101: more than 100 records"):
+        load_dataset(tmp_path / "many.jsonl.gz")
+    (tmp_path / "many.json").write_text(json.dumps(questions(150)))
+    with pytest.raises(DatasetError, match=r"many\.json item 101: more than 100 records"):
+        load_dataset(tmp_path / "many.json")
+    assert len(load_dataset(tmp_path / "many.jsonl.gz", limit=100)) == 100  # --limit stops first
+
+
+def test_workers_are_no_more_than_the_questions_to_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import noterag.eval.workers as workers_module
+
+    started: list[int] = []
+
+    def run_workers(setup: Any, todo: Any, n_workers: int, keep: Any, stopped: Any) -> None:
+        started.append(n_workers)
+        for example in todo:  # answered here: only the number of processes is the point
+            keep(asyncio.run(answer_one(setup.build_graph(), example, setup.config)))
+
+    from noterag.eval.runner import answer_one
+
+    monkeypatch.setattr(workers_module, "run_workers", run_workers)
+    data = jsonl(tmp_path / "q.jsonl", questions(3))
+    summary = evaluate(data, tmp_path / "run", ScriptedModel(script={"answer": GOLD}), workers=8)
+    assert started == [3] and summary["n"] == 3

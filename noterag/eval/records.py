@@ -58,6 +58,9 @@ def json_type(value: Any) -> str:
 # costs at most this much memory, not all of it.
 MAX_LINE_BYTES = 64 << 20
 MAX_ARRAY_BYTES = 1 << 30
+# And the records of one file: every question is kept in memory for the run, so a bomb of
+# small lines is bounded too (HotpotQA's training set, the largest, has 90,447).
+MAX_RECORDS = 1_000_000
 _MIB = 1 << 20
 # JSON nested past Python's recursion limit (the parser's RecursionError): no dataset nests
 # more than a few levels.
@@ -123,10 +126,18 @@ def _open(path: Path) -> BinaryIO:
 
 
 def _jsonl_records(name: str, lines: Iterable[bytes]) -> Iterator[Record]:
+    count = 0
     for line_no, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
+        count += 1
+        if count > MAX_RECORDS:
+            raise DatasetError(_too_many(f"{name} line {line_no}"))
         yield Record(name, "line", line_no, _line_object(raw, f"{name} line {line_no}"))
+
+
+def _too_many(where: str) -> str:
+    return f"{where}: more than {MAX_RECORDS:,} records, the limit for one dataset file"
 
 
 def _line_object(raw: bytes, where: str) -> dict[str, Any]:
@@ -164,6 +175,8 @@ def _array_records(name: str, data: bytes) -> Iterator[Record]:
     if not isinstance(items, list):  # "[1] [2]" and the like fail above; kept for safety
         raise DatasetError(f"{name}: expected a JSON array of objects")
     escaped = b"\\u" in data
+    if len(items) > MAX_RECORDS:
+        raise DatasetError(_too_many(f"{name} item {MAX_RECORDS + 1:,}"))
     for number, obj in enumerate(items, start=1):
         if not isinstance(obj, dict):
             raise DatasetError(
