@@ -25,6 +25,7 @@ import os
 import shutil
 import sys
 import uuid
+import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -237,8 +238,58 @@ def now() -> str:
 
 def write_manifest(index_dir: Path, manifest: dict[str, Any]) -> None:
     """Write (or rewrite) ``index_dir``'s manifest, atomically, with the files the index holds
-    now (``files``: what a rebuild may replace, ``foreign_files``)."""
-    atomic_write_json(index_dir / MANIFEST_NAME, manifest | {"files": index_files(index_dir)})
+    now (``files``: what a rebuild may replace, ``foreign_files``) and a mark of each one the
+    engine never rewrites (``marks``, checked at load by ``check_marks``)."""
+    files = index_files(index_dir)
+    marks = {name: file_mark(index_dir / name) for name in files if not _rewritten(name)}
+    atomic_write_json(index_dir / MANIFEST_NAME, manifest | {"files": files, "marks": marks})
+
+
+# Files an engine rewrites in place under the same name (tantivy's segment list, its file
+# bookkeeping and lock files): not marked. Every other file (a tantivy segment's .store, .idx,
+# ...; the dense index's arrays) keeps its content for as long as it keeps its name.
+_REWRITTEN = ("meta.json", ".managed.json")
+_MARK_TAIL = 4096
+
+
+def _rewritten(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base in _REWRITTEN or base.startswith(".tantivy")
+
+
+def file_mark(path: Path) -> str:
+    """``size:crc32`` of a file's last 4 KiB: cheap to check at every load, and different for
+    two files of an index (tantivy ends each file with a footer holding its checksum)."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - _MARK_TAIL))
+        return f"{size}:{zlib.crc32(handle.read()):08x}"
+
+
+def check_marks(index_dir: Path, manifest: dict[str, Any]) -> None:
+    """Refuse an index whose files are not those it was built with: segment files swapped
+    between segments (or copied in from another index) would return other passages than the
+    ones found, silently. A marked file that is gone was merged away by a change in place
+    (its replacement is new, unmarked); an index built before marks is not checked."""
+    marks = manifest.get("marks")
+    if not isinstance(marks, dict):
+        return
+    for name, mark in marks.items():
+        path = index_dir / str(name)
+        try:
+            now = file_mark(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise IndexDamagedError(
+                f"{path} cannot be read ({exc.strerror or exc}); rebuild the index"
+            ) from None
+        if now != mark:
+            raise IndexDamagedError(
+                f"{path} is not the file this index was built with (its size or content "
+                "changed: swapped, replaced or damaged), so its passages could be another's; "
+                "rebuild the index"
+            )
 
 
 def swap_into_place(built: Path, index_dir: Path) -> None:
@@ -406,6 +457,7 @@ def read_manifest(
         raise IndexNotFoundError(
             f"{index_dir} holds a noterag {manifest.get('kind')!r} index, not a {label} index"
         )
+    check_marks(index_dir, manifest)
     return manifest
 
 

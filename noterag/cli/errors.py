@@ -20,6 +20,7 @@ import typer.core
 from noterag.cli.local import LocalModelGuard
 from noterag.cli.render import printable
 from noterag.errors import NoteragError
+from noterag.redact import redact
 
 # The click that typer parses with: recent typer vendors its own (typer._click), whose exception
 # classes are not click's; older typer uses click itself.
@@ -27,8 +28,9 @@ typer_click: Any = getattr(typer.core, "_click", click)
 
 
 def error_line(message: str) -> str:
-    """``error: message`` as one printable line (newlines and runs of spaces collapsed)."""
-    return f"error: {' '.join(printable(str(message)).split())}"
+    """``error: message`` as one printable line (newlines and runs of spaces collapsed), any
+    credentials in a URL it quotes redacted."""
+    return f"error: {' '.join(printable(redact(str(message))).split())}"
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -30,7 +30,7 @@ from noterag.cli.options import (
     prompt_overrides,
     retriever_spec,
 )
-from noterag.cli.render import stderr_console
+from noterag.cli.render import printable, stderr_console
 from noterag.eval.report import MAX_ERROR_RATE, RunFailedError, Summary, error_budget
 
 
@@ -214,7 +214,7 @@ def eval_command(
                 f"{failure}; the first: {summary['first_error']}; results in {out}; fix the "
                 "cause, then run the same command with --retry-errors"
             )
-        console.print(Text(f"results in {out}: {_failures(summary)}", style="dim"))
+        console.print(Text(printable(f"results in {out}: {_failures(summary)}"), style="dim"))
 
 
 def merge_command(
@@ -241,7 +241,7 @@ def merge_command(
 
         summary = merge_runs(run_dirs, out, force=force)
         print_summary(summary, Console(highlight=False))
-        console.print(Text(f"merged run in {out}: {_failures(summary)}", style="dim"))
+        console.print(Text(printable(f"merged run in {out}: {_failures(summary)}"), style="dim"))
 
 
 def _failures(summary: Summary) -> str:
@@ -315,10 +315,11 @@ def compare_command(
 
             significance = compare_runs(run_dirs, baseline, resamples=resamples, seed=seed)
             for warning in significance.warnings:
-                console.print(Text(f"warning: {warning}", style="yellow"))
-        click.echo(compare(run_dirs, significance), nl=False)
+                console.print(Text(printable(f"warning: {warning}"), style="yellow"))
+        # the table quotes the runs' own labels (model, settings, paths): printable only
+        click.echo(printable(compare(run_dirs, significance)), nl=False)
         if not no_plot:
             written = plot(
                 run_dirs, plot_path, x="llm_calls" if x is PlotX.calls else "tokens", force=force
             )
-            console.print(Text(f"plot written to {written}", style="dim"))
+            console.print(Text(printable(f"plot written to {written}"), style="dim"))

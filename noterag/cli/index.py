@@ -10,8 +10,9 @@ from rich.text import Text
 
 from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
-from noterag.cli.render import plural, stderr_console
+from noterag.cli.render import plural, safe, stderr_console
 from noterag.errors import ConfigError
+from noterag.redact import redact
 
 if TYPE_CHECKING:
     from noterag.retrievers.bm25 import BuildStats
@@ -104,7 +105,7 @@ def index_command(
             )
             console.print(
                 f"indexed {es_stats.passages:,} {plural(es_stats.passages, 'passage')} into "
-                f"{es_stats.index!r} at {es_stats.url} in {es_stats.seconds:.1f} s "
+                f"{safe(repr(es_stats.index))} at {safe(redact(es_stats.url))} in {es_stats.seconds:.1f} s "
                 f"({es_stats.count:,} in the index)"
             )
             return

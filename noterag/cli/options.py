@@ -125,8 +125,8 @@ TimeoutOption = Annotated[
     typer.Option(
         "--timeout",
         min=0.001,
-        help="Seconds each attempt of a model request may take. Default: $NOTERAG_TIMEOUT, "
-        "else 60.",
+        help="Seconds each attempt of a model request may take, to the last byte of its reply. "
+        "Default: $NOTERAG_TIMEOUT, else 60.",
         show_default=False,
     ),
 ]

@@ -10,8 +10,9 @@ Text from outside noterag (passage titles and text, model replies, endpoint erro
 file names) reaches the terminal only through ``printable``, which removes what a terminal
 would act on rather than show: escape sequences (colours, cursor moves, window titles,
 hyperlinks, screen clears), the C1 controls and the C0 controls but newline and tab. Rich's
-markup escaping does not: it leaves ESC alone. The progress lines, the answer, the summary and
-every ``error:`` line go through it; ``--json`` escapes those characters instead (``\\u001b``),
+markup escaping does not: it leaves ESC alone; where such text goes into rich markup (a
+summary's cells, a progress line) ``safe`` does both. The progress lines, the answer, the
+summary and every ``error:`` line go through them; ``--json`` escapes those characters instead (``\\u001b``),
 so the data stays whole.
 """
 
@@ -24,6 +25,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.status import Status
 from rich.text import Text
 
@@ -53,6 +55,15 @@ def printable(text: str) -> str:
     """``text`` without anything a terminal would act on (see the module docstring): newlines
     and tabs stay, every other character is kept as is."""
     return _CONTROL.sub("", _SEQUENCE.sub("", text))
+
+
+def safe(value: Any) -> str:
+    """``value`` as text for a rich *markup* string (a table cell, a title, ``console.print``
+    of a str): ``printable``, then its markup escaped, so that an id such as ``oops[/]`` is
+    shown as it is rather than read as a tag (a ``MarkupError``, or a style that swallows the
+    rest of the line). Text from outside noterag (ids, labels, metric names and error text
+    read back from a run's files) goes through this, or into a ``Text``, never raw."""
+    return escape(printable(str(value)))
 
 
 def printable_value(value: Any) -> Any:

@@ -33,24 +33,46 @@ uncached run's.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shutil
 import sqlite3
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from langchain_core._api.beta_decorator import suppress_langchain_beta_warning
 from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
 from langchain_core.load import dumps, loads
 
-from noterag.errors import ConfigError
+from noterag.errors import ConfigError, ModelUnavailableError
+from noterag.redact import redact
 from noterag.spec import copy_chat_model
+
+# ``loads`` is marked beta; its format is what the file holds, and a reply it cannot read is
+# asked again, so the warning says nothing to act on. A filter on its message alone (the
+# public ``warnings`` API: the lookups run in threads, where catch_warnings would race).
+warnings.filterwarnings("ignore", message=r"The function `loads` is in beta")
+
+# How long a write waits for another process's write to end (in a thread: the event loop
+# goes on), and how long opening waits before a lock held by another process is an error.
+_BUSY_S = 10.0
+_OPEN_BUSY_S = 2.0
+# Less free space than this where the cache lives is a full disk: refused before any call.
+_MIN_FREE_BYTES = 16 << 20
+
+
+class CacheError(ModelUnavailableError):
+    """The model cache cannot be read or written (full disk, locked by another process,
+    damaged): one line naming the file. A ``ModelUnavailableError``, so that a run stops at
+    once (``noterag.models.fatal_error``) instead of failing every question after paying for
+    its calls."""
 
 
 @dataclass
@@ -92,17 +114,18 @@ def reply_key(llm_string: str) -> str:
     try:
         serialized, end = json.JSONDecoder().raw_decode(llm_string)
     except ValueError:
-        return llm_string
+        return redact(llm_string)
     kwargs = serialized.get("kwargs") if isinstance(serialized, dict) else None
     if not isinstance(kwargs, dict):
-        return llm_string
+        return redact(llm_string)
     kept = {key: value for key, value in kwargs.items() if key not in _TRANSPORT}
     if (local := _local_endpoint()) and kept.get("openai_api_base") == local[0]:
         kept["openai_api_base"] = local[1]
     if kept == kwargs:
-        return llm_string
-    # sort_keys, as LangChain writes it (_get_llm_string)
-    return json.dumps(serialized | {"kwargs": kept}, sort_keys=True) + llm_string[end:]
+        return redact(llm_string)
+    # sort_keys, as LangChain writes it (_get_llm_string); credentials in the base URL never
+    # reach the file (noterag.redact)
+    return redact(json.dumps(serialized | {"kwargs": kept}, sort_keys=True) + llm_string[end:])
 
 
 def _local_endpoint() -> tuple[str, str] | None:
@@ -127,24 +150,67 @@ def _tokens(generations: Sequence[Any]) -> int:
 
 
 class SQLiteLLMCache(BaseCache):
-    """LangChain's cache interface over one SQLite file, safe across threads and processes."""
+    """LangChain's cache interface over one SQLite file, safe across threads and processes.
+
+    Opening it checks what would otherwise fail every question after its calls were paid
+    for: the file is SQLite and undamaged (``PRAGMA quick_check``), no other process holds a
+    lock that keeps writes out, and the disk has room. A fault found later (a full disk, a
+    lock held past ``_BUSY_S``, a damaged page) is a ``CacheError`` naming the file, which
+    stops the run. The async methods run in a thread, so a locked file never stalls the
+    event loop."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path).expanduser()
         self._local = threading.local()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._connection()
-        except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(f"cannot open the model cache {self.path}: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot open the model cache {self.path}: {_reason(exc)}") from None
+        with self._faults("cannot open"):
+            self._check()
 
-    def _connection(self) -> sqlite3.Connection:
+    @contextmanager
+    def _faults(self, doing: str) -> Iterator[None]:
+        """Every sqlite3 or OS error of the block as one ``CacheError`` naming the file."""
+        try:
+            yield
+        except (OSError, sqlite3.Error) as exc:
+            raise CacheError(f"{doing} the model cache {self.path}: {_reason(exc)}") from None
+
+    def _check(self) -> None:
+        # The first connection (this thread's) waits less for a lock while opening; then as
+        # long as any other.
+        connection = self._connection(busy_s=_OPEN_BUSY_S)
+        try:
+            self._probe(connection)
+        finally:
+            with suppress(sqlite3.Error):  # the probe's own error is the one to report
+                connection.execute(f"PRAGMA busy_timeout = {int(_BUSY_S * 1000)}")
+
+    def _probe(self, connection: sqlite3.Connection) -> None:
+        problems = [row[0] for row in connection.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError(f"damaged ({'; '.join(map(str, problems[:3]))})")
+        try:  # a write lock taken and given back: no other process keeps writes out
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise sqlite3.OperationalError(
+                    "it is locked by another process (another tool holding it open in a write)"
+                ) from None
+            raise
+        connection.execute("ROLLBACK")
+        free = shutil.disk_usage(self.path.parent).free
+        if free < _MIN_FREE_BYTES:
+            raise OSError(f"the disk holding it is full ({free:,} bytes free)")
+
+    def _connection(self, busy_s: float = _BUSY_S) -> sqlite3.Connection:
         # One connection per thread and per process: a sqlite3 connection must not cross a
         # fork, and the default executor's threads call the sync methods.
         pid = os.getpid()
         connection = getattr(self._local, "connection", None)
         if connection is None or self._local.pid != pid:
-            connection = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            connection = sqlite3.connect(self.path, timeout=busy_s, isolation_level=None)
             connection.execute("PRAGMA journal_mode=WAL")
             # WAL + NORMAL: a committed reply survives a killed process; a power cut may lose
             # the last ones, which a cache can afford (they are asked again).
@@ -157,21 +223,19 @@ class SQLiteLLMCache(BaseCache):
         return connection
 
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
-        rows = (
-            self._connection()
-            .execute(
-                "SELECT response FROM full_llm_cache WHERE prompt = ? AND llm = ? ORDER BY idx",
-                (prompt, reply_key(llm_string)),
+        with self._faults("cannot read"):
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT response FROM full_llm_cache WHERE prompt = ? AND llm = ? ORDER BY idx",
+                    (prompt, reply_key(llm_string)),
+                )
+                .fetchall()
             )
-            .fetchall()
-        )
         if not rows:
             return None
         try:
-            # loads is marked beta; its format is what the file holds, and a reply it cannot
-            # read is asked again, so the warning says nothing to act on.
-            with suppress_langchain_beta_warning():
-                generations = [loads(row[0], allowed_objects="core") for row in rows]
+            generations = [loads(row[0], allowed_objects="core") for row in rows]
         except Exception:  # noqa: BLE001 - written by another version: ask the model again
             return None
         counter = _COUNT.get()
@@ -181,28 +245,37 @@ class SQLiteLLMCache(BaseCache):
         return generations
 
     def update(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
-        connection, llm = self._connection(), reply_key(llm_string)
-        with connection:  # one transaction: a reader sees all generations or none
-            connection.execute("BEGIN IMMEDIATE")
-            connection.executemany(
-                "INSERT OR REPLACE INTO full_llm_cache (prompt, llm, idx, response) "
-                "VALUES (?, ?, ?, ?)",
-                [(prompt, llm, i, dumps(gen)) for i, gen in enumerate(return_val)],
-            )
+        llm = reply_key(llm_string)
+        values = [(prompt, llm, i, dumps(gen)) for i, gen in enumerate(return_val)]
+        with self._faults("cannot write"):
+            connection = self._connection()
+            with connection:  # one transaction: a reader sees all generations or none
+                connection.execute("BEGIN IMMEDIATE")
+                connection.executemany(
+                    "INSERT OR REPLACE INTO full_llm_cache (prompt, llm, idx, response) "
+                    "VALUES (?, ?, ?, ?)",
+                    values,
+                )
 
     def clear(self, **kwargs: Any) -> None:
-        self._connection().execute("DELETE FROM full_llm_cache")
+        with self._faults("cannot write"):
+            self._connection().execute("DELETE FROM full_llm_cache")
 
-    # The sync methods directly: a lookup is a fraction of a millisecond, less than handing it
-    # to a thread (and the counter's context stays the task's).
+    # In a thread: a write waits (up to _BUSY_S) while another process writes, which must not
+    # stall every other question of the event loop; to_thread copies the context, so the hits
+    # are still counted for the question that asked.
     async def alookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
-        return self.lookup(prompt, llm_string)
+        return await asyncio.to_thread(self.lookup, prompt, llm_string)
 
     async def aupdate(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
-        self.update(prompt, llm_string, return_val)
+        await asyncio.to_thread(self.update, prompt, llm_string, return_val)
 
     async def aclear(self, **kwargs: Any) -> None:
-        self.clear()
+        await asyncio.to_thread(self.clear)
+
+
+def _reason(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc) or type(exc).__name__
 
 
 def with_cache(model: Any, cache: BaseCache) -> Any:

@@ -46,6 +46,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,7 +125,8 @@ def load_dataset(
     examples: list[Example] = []
     first_seen: dict[str, str] = {}
     repeats: dict[str, int] = {}
-    for record in itertools.islice(records, limit):
+    # A limit past any file's length is no limit (islice takes at most sys.maxsize).
+    for record in itertools.islice(records, None if limit is None else min(limit, sys.maxsize)):
         example = parse_example(fmt, record, default_dataset)
         if example.id in first_seen:
             if example.id != generated_id(example.dataset, example.question):

@@ -33,6 +33,7 @@ from typing import Any, Self
 from noterag._fs import fsync_dir
 from noterag.errors import NoteragError
 from noterag.eval.report import RunDirError, scan_results
+from noterag.redact import redact
 
 # --------------------------------------------------------------------------- files
 
@@ -84,13 +85,21 @@ class LineWriter:
 
 def repair_lines(path: Path) -> list[dict[str, Any]]:
     """The finished rows of a JSON-lines file; a half-written tail (crash mid-write) is
-    truncated away so that the next row starts on a line of its own."""
+    truncated away, and a last row missing its newline gets it back, so that the next row
+    starts on a line of its own."""
     rows, valid_end = scan_results(path)
-    if path.exists() and path.stat().st_size > valid_end:
-        with open(path, "r+b") as f:
+    if not path.exists():
+        return rows
+    with open(path, "r+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size > valid_end:
             f.truncate(valid_end)
-            f.flush()
-            os.fsync(f.fileno())
+        if valid_end:
+            f.seek(valid_end - 1)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.flush()
+        os.fsync(f.fileno())
     return rows
 
 
@@ -294,16 +303,16 @@ def index_label(spec: Any) -> str:
     """How run.json names the index: its spec, "sample", or a retriever object's class."""
     if spec is None:
         return "sample"
-    return spec if isinstance(spec, str) else type(spec).__name__
+    return redact(spec) if isinstance(spec, str) else type(spec).__name__
 
 
 def model_label(model: Any) -> str:
     """How run.json names a model: its spec (None: NOTERAG_MODEL, else "local"), else a model
-    object's name or class."""
+    object's name or class; credentials in a spec's URL redacted (``noterag.redact``)."""
     if model is None:
         model = os.environ.get("NOTERAG_MODEL", "local")
     if isinstance(model, str):
-        return model.strip()
+        return redact(model.strip())
     name = getattr(model, "model_name", None) or getattr(model, "model", None)
     return name if isinstance(name, str) and name else type(model).__name__
 

@@ -31,11 +31,15 @@ from typing import Any
 
 from noterag._fs import atomic_write_json, atomic_write_lines
 from noterag.errors import ConfigError
+from noterag.eval.lock import run_lock
 from noterag.eval.loop import encode_row, show
 from noterag.eval.report import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, RunDirError, Summary, read_run
 
 # What shards of one evaluation share (the run.json fields; the index by build id below).
-AGREED = ("method", "format", "model", "context", "fair_topk_from", "limit", "dataset_digest")
+AGREED = (
+    "method", "format", "model", "endpoint", "context", "fair_topk_from", "limit",
+    "dataset_digest",
+)  # fmt: skip
 
 
 class MergeError(RunDirError):
@@ -171,28 +175,29 @@ def merge_runs(
 
     if out.exists() and not out.is_dir():
         raise MergeError(f"--out {out} is a file, not a directory")
-    if ((out / RUN_FILE).exists() or (out / RESULTS_FILE).exists()) and not force:
-        raise MergeError(f"{out} already holds a run; choose a new --out or pass --force")
-    configs = [config for _, config, _ in runs]
-    config = dict(first) | {
-        "shard": None,
-        "ids": ids,
-        "questions": len(ids),
-        "merged_from": [str(path.resolve()) for path, _, _ in runs],
-        "latency_includes_queueing": any(c.get("latency_includes_queueing") for c in configs),
-        "tasks": _sum_tasks(configs),
-    }
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / SUMMARY_FILE).unlink(missing_ok=True)
-        atomic_write_lines(
-            out / RESULTS_FILE,
-            (encode_row(row) for row in merged),
-        )
-        atomic_write_json(out / RUN_FILE, config)
-    except OSError as exc:
-        raise MergeError(f"cannot write {out}: {exc.strerror or exc}") from None
-    return summarize(out)
+    with run_lock(out, "merge"):  # one writer per run directory (noterag.eval.lock)
+        if ((out / RUN_FILE).exists() or (out / RESULTS_FILE).exists()) and not force:
+            raise MergeError(f"{out} already holds a run; choose a new --out or pass --force")
+        configs = [config for _, config, _ in runs]
+        config = dict(first) | {
+            "shard": None,
+            "ids": ids,
+            "questions": len(ids),
+            "merged_from": [str(path.resolve()) for path, _, _ in runs],
+            "latency_includes_queueing": any(c.get("latency_includes_queueing") for c in configs),
+            "tasks": _sum_tasks(configs),
+        }
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / SUMMARY_FILE).unlink(missing_ok=True)
+            atomic_write_lines(
+                out / RESULTS_FILE,
+                (encode_row(row) for row in merged),
+            )
+            atomic_write_json(out / RUN_FILE, config)
+        except OSError as exc:
+            raise MergeError(f"cannot write {out}: {exc.strerror or exc}") from None
+        return summarize(out)
 
 
 def _sum_tasks(configs: Sequence[dict[str, Any]]) -> dict[str, int]:

@@ -51,26 +51,65 @@ def json_type(value: Any) -> str:
     )
 
 
+# What one read of a dataset may hold in memory, decompressed: a JSONL line (one record; the
+# largest in the supported datasets, an ASQA record with its documents, is under 1 MiB) and a
+# whole JSON array file (HotpotQA's training set, the largest, is 566 MB). Past them the file
+# is refused, naming the line, before it is read on: a gzip bomb, a 2 GiB line or /dev/zero
+# costs at most this much memory, not all of it.
+MAX_LINE_BYTES = 64 << 20
+MAX_ARRAY_BYTES = 1 << 30
+# And the records of one file: every question is kept in memory for the run, so a bomb of
+# small lines is bounded too (HotpotQA's training set, the largest, has 90,447).
+MAX_RECORDS = 1_000_000
+_MIB = 1 << 20
+# JSON nested past Python's recursion limit (the parser's RecursionError): no dataset nests
+# more than a few levels.
+TOO_DEEP = "JSON nested too deeply (not a dataset record)"
+
+
 def iter_records(path: Path) -> Iterator[Record]:
     """Yield the JSON objects of a JSONL file or of a file holding one JSON array."""
     with _open(path) as handle:
         try:
             # Look at the first non-blank line: "[" starts a JSON array, anything else is JSONL.
             head: list[bytes] = []
-            for raw in handle:
+            lines = _bounded_lines(handle, path.name)
+            for raw in lines:
                 if not head and raw.startswith(codecs.BOM_UTF8):
                     raw = raw[len(codecs.BOM_UTF8) :]
                 head.append(raw)
                 if raw.strip():
                     break
             if head and head[-1].lstrip().startswith(b"["):
-                yield from _array_records(path.name, b"".join(head) + handle.read())
+                data = b"".join(head)
+                data += handle.read(max(0, MAX_ARRAY_BYTES + 1 - len(data)))
+                if len(data) > MAX_ARRAY_BYTES:
+                    raise DatasetError(
+                        f"{path.name}: a JSON array file over the {MAX_ARRAY_BYTES // _MIB:,} MiB "
+                        "limit (decompressed); write it as JSONL, one record a line"
+                    )
+                yield from _array_records(path.name, data)
             else:
-                yield from _jsonl_records(path.name, itertools.chain(head, handle))
+                yield from _jsonl_records(path.name, itertools.chain(head, lines))
         except (OSError, EOFError, zlib.error) as exc:  # a cut gzip stream, a disk error
             raise DatasetError(
                 f"cannot read {path.name}: {getattr(exc, 'strerror', None) or exc}"
             ) from None
+
+
+def _bounded_lines(handle: BinaryIO, name: str) -> Iterator[bytes]:
+    """The file's lines, each read with a bound: a line longer than ``MAX_LINE_BYTES`` is a
+    ``DatasetError`` naming it, raised before more of it is read."""
+    for line_no in itertools.count(1):
+        raw = handle.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES:
+            raise DatasetError(
+                f"{name} line {line_no}: longer than the {MAX_LINE_BYTES // _MIB} MiB limit for "
+                "one record (not a dataset file?)"
+            )
+        yield raw
 
 
 def _open(path: Path) -> BinaryIO:
@@ -87,10 +126,18 @@ def _open(path: Path) -> BinaryIO:
 
 
 def _jsonl_records(name: str, lines: Iterable[bytes]) -> Iterator[Record]:
+    count = 0
     for line_no, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
+        count += 1
+        if count > MAX_RECORDS:
+            raise DatasetError(_too_many(f"{name} line {line_no}"))
         yield Record(name, "line", line_no, _line_object(raw, f"{name} line {line_no}"))
+
+
+def _too_many(where: str) -> str:
+    return f"{where}: more than {MAX_RECORDS:,} records, the limit for one dataset file"
 
 
 def _line_object(raw: bytes, where: str) -> dict[str, Any]:
@@ -102,6 +149,8 @@ def _line_object(raw: bytes, where: str) -> dict[str, Any]:
         raise DatasetError(f"{where}: not valid UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{where}: not valid JSON ({_json_message(exc)})") from None
+    except RecursionError:
+        raise DatasetError(f"{where}: {TOO_DEEP}") from None
     if not isinstance(obj, dict):
         raise DatasetError(f"{where}: expected a JSON object, got {json_type(obj)}")
     if b"\\u" in raw:  # only a JSON \u escape makes a lone surrogate, decoded UTF-8 never
@@ -121,9 +170,13 @@ def _array_records(name: str, data: bytes) -> Iterator[Record]:
         raise DatasetError(
             f"{name} line {exc.lineno}: not valid JSON ({_json_message(exc)})"
         ) from None
+    except RecursionError:
+        raise DatasetError(f"{name}: {TOO_DEEP}") from None
     if not isinstance(items, list):  # "[1] [2]" and the like fail above; kept for safety
         raise DatasetError(f"{name}: expected a JSON array of objects")
     escaped = b"\\u" in data
+    if len(items) > MAX_RECORDS:
+        raise DatasetError(_too_many(f"{name} item {MAX_RECORDS + 1:,}"))
     for number, obj in enumerate(items, start=1):
         if not isinstance(obj, dict):
             raise DatasetError(
@@ -136,7 +189,10 @@ def _array_records(name: str, data: bytes) -> Iterator[Record]:
 
 def check_text(obj: dict[str, Any], where: str) -> None:
     """Refuse a record holding a lone surrogate anywhere, naming the field."""
-    found = _lone_surrogate(obj, ())
+    try:
+        found = _lone_surrogate(obj, ())
+    except RecursionError:
+        raise DatasetError(f"{where}: {TOO_DEEP}") from None
     if found is not None:
         loc, char = found
         raise DatasetError(

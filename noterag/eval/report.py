@@ -82,6 +82,13 @@ class CacheCounts(TypedDict):
     tokens_from_endpoint: int
 
 
+class WeakGolds(TypedDict):
+    """The questions whose gold answer is a stop word or a single character."""
+
+    count: int
+    ids: list[str]
+
+
 class Summary(TypedDict):
     """What ``summary.json`` holds (``summarize`` writes it; ``noterag eval`` returns it)."""
 
@@ -105,6 +112,11 @@ class Summary(TypedDict):
     fallbacks: dict[str, int]  # unreadable replies by parser kind, answered questions
     cache: NotRequired[CacheCounts]  # only when some row was asked with --cache
     requeued: NotRequired[int]  # questions asked again after their Ray worker died (--ray)
+    # only when some question's gold is one the official acc finds in nearly any reply ("a",
+    # "the"): its acc says little (noterag.eval.metrics.weak_gold)
+    weak_golds: NotRequired[WeakGolds]
+    # only when some reply's usage was no token counts and was ignored: tokens short of theirs
+    usage_ignored: NotRequired[int]
 
 
 class RunDirError(NoteragError):
@@ -124,26 +136,54 @@ MAX_ERROR_RATE = 0.1
 # --------------------------------------------------------------------------- reading
 
 
+# The most a run's file may hold, read back: one result row (a question with its trace, a few
+# KB to a few hundred KB) and run.json (the configuration and the question ids). Past them the
+# file is refused, naming it, rather than read into memory whole.
+MAX_ROW_BYTES = 64 << 20
+MAX_RUN_FILE_BYTES = 256 << 20
+
+
 def scan_results(path: Path) -> tuple[list[dict[str, Any]], int]:
     """The rows of a results file and the byte offset where its valid part ends.
 
     Every row is written as one line with its newline in a single write, so a crash can only
     damage the end of the file: the invalid lines after the last valid one are that damage and
-    lie past the returned offset. An invalid line *before* a valid one is not a crash's trace
-    and is refused, as is an id seen twice.
+    lie past the returned offset. A last row whose newline is missing (lost by a copy or an
+    editor) is whole and kept (``noterag.eval.loop.repair_lines`` gives it back its newline).
+    An invalid line *before* a valid one is not a crash's trace and is refused, as is an id
+    seen twice, a line over ``MAX_ROW_BYTES`` or JSON nested too deeply to read.
     """
     try:
-        data = path.read_bytes()
+        handle = path.open("rb")
     except FileNotFoundError:
         return [], 0
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with handle:
+        return _scan_rows(path, handle)
+
+
+def _scan_rows(path: Path, handle: Any) -> tuple[list[dict[str, Any]], int]:
     rows: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     valid_end = 0
     bad_line: int | None = None
     offset = 0
-    for number, raw in enumerate(data.splitlines(keepends=True), 1):
+    number = 0
+    while raw := _read_line(path, handle, MAX_ROW_BYTES + 1):
+        number += 1
+        if len(raw) > MAX_ROW_BYTES:
+            raise RunDirError(
+                f"{path} line {number} is over the {MAX_ROW_BYTES >> 20} MiB limit for one "
+                "result row: not a results file noterag wrote, or damaged"
+            )
         offset += len(raw)
-        row = _parse_row(raw)
+        try:
+            row = _parse_row(raw)
+        except RecursionError:
+            raise RunDirError(
+                f"{path} line {number} holds JSON nested too deeply to read: not a result row"
+            ) from None
         if row is None:
             bad_line = bad_line or number
             continue
@@ -163,14 +203,43 @@ def scan_results(path: Path) -> tuple[list[dict[str, Any]], int]:
     return rows, valid_end
 
 
+def _read_line(path: Path, handle: Any, limit: int) -> bytes:
+    try:
+        line: bytes = handle.readline(limit)
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return line
+
+
 def _parse_row(raw: bytes) -> dict[str, Any] | None:
-    if not raw.endswith(b"\n"):  # the newline is written with the row: no newline, no row
-        return None
+    # A row torn by a crash is a prefix of "{...}\n": invalid JSON unless all of it but the
+    # newline was written, and then it is the whole row.
     try:
         row = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     return row if isinstance(row, dict) and isinstance(row.get("id"), str) else None
+
+
+def read_json_file(path: Path, what: str = "run configuration") -> dict[str, Any]:
+    """A run's JSON file (run.json, summary.json) as an object: a ``RunDirError`` naming it
+    when it cannot be read, is over ``MAX_RUN_FILE_BYTES``, is not JSON (or nested too deeply
+    to read) or not an object."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_RUN_FILE_BYTES + 1)
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_RUN_FILE_BYTES:
+        raise RunDirError(f"{path} is over the {MAX_RUN_FILE_BYTES >> 20} MiB limit for a {what}")
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise RunDirError(f"{path} is not readable JSON: {reason}") from None
+    if not isinstance(value, dict):
+        raise RunDirError(f"{path} is not a {what}")
+    return value
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -183,10 +252,7 @@ def read_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict
             f"{run_dir} is not an evaluation run: it {what} (make one with "
             "`noterag eval ... --out DIR`)"
         )
-    try:
-        config = json.loads(config_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise RunDirError(f"{config_path} is not readable JSON: {exc}") from None
+    config = read_json_file(config_path)
     rows, _ = scan_results(run_dir / RESULTS_FILE)
     return config, rows
 
@@ -227,12 +293,27 @@ def compute_summary(run_dir: str | os.PathLike[str]) -> Summary:
         retries=sum(row.get("retries") or 0 for row in rows),
         fallbacks=_sum_counts(row.get("fallbacks") for row in answered),
     )
+    usage_ignored = sum(int(row.get("usage_ignored") or 0) for row in rows)
+    if usage_ignored:
+        summary["usage_ignored"] = usage_ignored
     if any("cache_calls" in row for row in answered):
         summary["cache"] = cache_counts(answered)
     requeued = sum(row.get("requeued") or 0 for row in rows)
     if requeued:
         summary["requeued"] = requeued
+    weak = [row["id"] for row in rows if _weak_gold(row)]
+    if weak:
+        summary["weak_golds"] = WeakGolds(count=len(weak), ids=weak)
     return summary
+
+
+def _weak_gold(row: dict[str, Any]) -> bool:
+    from noterag.eval.metrics import weak_gold
+
+    try:
+        return weak_gold(row.get("golds") or [], str(row.get("task") or "multihop"))
+    except ValueError:  # golds of another shape: not ours to judge
+        return False
 
 
 def cache_counts(answered: Sequence[dict[str, Any]]) -> CacheCounts:
@@ -340,9 +421,11 @@ def print_summary(summary: Summary, console: Any) -> None:
     """The summary as a rich table (``noterag eval`` prints it when the run is complete)."""
     from rich.table import Table
 
+    from noterag.cli.render import safe
+
     table = Table(
-        title=f"{summary['method']} · {summary['model']} · {summary['n']}/{summary['questions']} "
-        "questions",
+        title=f"{safe(summary['method'])} · {safe(summary['model'])} · "
+        f"{summary['n']}/{summary['questions']} questions",
         title_justify="left",
         show_header=False,
         show_edge=False,
@@ -350,7 +433,7 @@ def print_summary(summary: Summary, console: Any) -> None:
     table.add_column(style="bold")
     table.add_column(justify="right")
     for name, value in summary["metrics"].items():
-        table.add_row(metric_label(name), f"{value:.1f}")
+        table.add_row(safe(metric_label(name)), f"{value:.1f}")
     cost = summary["cost"]
     table.add_row("LLM calls / question", _fmt(cost["llm_calls"], 2))
     table.add_row("prompt tokens / question", _fmt(cost["prompt_tokens"], 0))
@@ -365,6 +448,12 @@ def print_summary(summary: Summary, console: Any) -> None:
     )
     table.add_row("wall time s", f"{summary['wall_s']:.1f}")
     table.add_row("model requests retried", str(summary.get("retries", 0)))
+    if summary.get("usage_ignored"):
+        table.add_row(
+            "replies with invalid usage (tokens not counted)",
+            str(summary["usage_ignored"]),
+            style="yellow",
+        )
     cache = summary.get("cache")
     if cache:
         table.add_row(
@@ -376,12 +465,21 @@ def print_summary(summary: Summary, console: Any) -> None:
             f"{cache['tokens_from_cache']:,} · {cache['tokens_from_endpoint']:,}",
         )
     table.add_row(
-        "unreadable replies (fallbacks)", format_fallbacks(summary.get("fallbacks") or {})
+        "unreadable replies (fallbacks)", safe(format_fallbacks(summary.get("fallbacks") or {}))
     )
     if summary.get("requeued"):
         table.add_row("questions asked again after a worker died", str(summary["requeued"]))
+    weak = summary.get("weak_golds")
+    if weak:
+        shown = ", ".join(map(safe, weak["ids"][:5])) + (" …" if weak["count"] > 5 else "")
+        table.add_row(
+            "gold is a stop word or 1 char (acc ~ always right)",
+            f"{weak['count']}: {shown}",
+            style="yellow",
+        )
     if summary["n_errors"]:
-        shown = ", ".join(summary["error_ids"][:5]) + (" …" if summary["n_errors"] > 5 else "")
+        shown = ", ".join(map(safe, summary["error_ids"][:5]))
+        shown += " …" if summary["n_errors"] > 5 else ""
         table.add_row("failed questions (count 0)", f"{summary['n_errors']}: {shown}", style="red")
     console.print(table)
     if queued:

@@ -15,7 +15,9 @@ The run directory holds
 Re-running the same configuration into the same directory resumes: the questions already in
 ``results.jsonl`` are skipped, a half-written last line (a crash mid-write) is cut away before
 anything is appended, and a different configuration is refused with what differs (``limit``
-may change: that is how a run grows). ``force=True`` starts the directory over.
+may change: that is how a run grows). ``force=True`` starts the directory over. One process
+writes a run directory at a time (``noterag.eval.lock``): a second is refused at once, forced
+or not.
 
 A run is bound to what it ran on. An answer is reused only for the very question it answered:
 same id, question, golds and task (a question edited in the dataset is refused, naming it, or,
@@ -50,7 +52,6 @@ adds them up.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
@@ -64,6 +65,7 @@ from langchain_core.retrievers import BaseRetriever
 from noterag._fs import atomic_write_json, atomic_write_lines
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 from noterag.eval import loop
+from noterag.eval.lock import run_lock
 from noterag.eval.report import (
     RESULTS_FILE,
     RUN_FILE,
@@ -73,6 +75,7 @@ from noterag.eval.report import (
     compute_summary,
     metric_label,
     metric_means,
+    read_json_file,
     scan_results,
     summarize,
 )
@@ -85,7 +88,8 @@ from noterag.retrievers.indexdir import index_identity
 # run.json fields that must match for a run to resume; the others (limit, questions, times)
 # describe the current invocation.
 COMPARED = (
-    "method", "dataset", "format", "index", "model", "context", "fair_topk_from", "shard",
+    "method", "dataset", "format", "index", "model", "endpoint", "context", "fair_topk_from",
+    "shard",
 )  # fmt: skip
 FAIR_TOPK_METHOD = "vanilla"
 # Questions at once when the endpoint's capacity is unknown.
@@ -155,6 +159,7 @@ def run_eval(
     from noterag.context import resolve_context
     from noterag.eval.datasets import load_dataset
     from noterag.methods import context_schema
+    from noterag.models.spec import model_endpoint
     from noterag.spec import resolve_retriever
 
     context = dict(context or {})
@@ -165,6 +170,12 @@ def run_eval(
     # The whole question set the shards split: what `noterag merge` checks they share.
     digest, everything = dataset_digest(examples), len(examples)
     if shard_of is not None:
+        if shard_of[1] > everything:
+            raise ConfigError(
+                f"--shard {shard_of[0]}/{shard_of[1]}: {shard_of[1]} shards of "
+                f"{everything} question{'s' if everything != 1 else ''}; use at most one shard "
+                "per question"
+            )
         examples = [ex for ex in examples if in_shard(ex.id, shard_of)]
     tasks = _check_tasks(method, context, examples, Path(dataset))
     index_spec = loop.index_spec(index)
@@ -177,6 +188,9 @@ def run_eval(
         "format": format,
         "index": loop.index_label(index_spec),
         "model": label,
+        # where the model's requests go (credentials removed): the same name on another
+        # endpoint is another model, so a resume or merge across endpoints is refused
+        "endpoint": model_endpoint(model),
         "context": context,
         "fair_topk_from": (
             str(Path(fair_topk_from).expanduser().resolve()) if fair_topk_from else None
@@ -188,121 +202,128 @@ def run_eval(
     }
     run_dir = Path(out_dir)
     _check_writable(run_dir)
-    # Opening a retriever reads nothing yet; its directories' identities bind the run.
-    retriever = resolve_retriever(index_spec)
-    index_build = index_identities(retriever)
-    previous, rows = _check_run_dir(run_dir, config, index_build, force=force)
-    changed = _changed_questions(rows, examples)
-    if changed and not rerun_changed:
-        raise RunDirError(_changed_message(run_dir, Path(dataset), changed))
+    # One writer at a time (noterag.eval.lock): taken before anything is read or removed, so
+    # that neither a twin command nor a --force races a live run.
+    with run_lock(run_dir, "eval"):
+        # Opening a retriever reads nothing yet; its directories' identities bind the run.
+        retriever = resolve_retriever(index_spec)
+        index_build = index_identities(retriever)
+        previous, rows = _check_run_dir(run_dir, config, index_build, force=force)
+        changed = _changed_questions(rows, examples)
+        if changed and not rerun_changed:
+            raise RunDirError(_changed_message(run_dir, Path(dataset), changed))
 
-    # Nothing is written until the index opens and the model answers, so that a typo in either
-    # does not leave a run directory behind that the corrected command would refuse.
-    chat_model = models.load_chat_model(model, settings)
-    spare = _spare(spare, concurrency, chat_model)
-    # Seconds, with the endpoint's URL, rather than every question failing after its retries.
-    models.check_model_reachable(chat_model)
-    llm_cache = None
-    if cache is not None:
-        from noterag.eval.cache import SQLiteLLMCache, with_cache
+        # Nothing is written until the index opens and the model answers, so that a typo in either
+        # does not leave a run directory behind that the corrected command would refuse.
+        llm_cache = None
+        if cache is not None:  # checked first: a fault in it fails every question (its calls paid)
+            from noterag.eval.cache import SQLiteLLMCache, with_cache
 
-        llm_cache = SQLiteLLMCache(cache)
-        chat_model = with_cache(chat_model, llm_cache)
+            llm_cache = SQLiteLLMCache(cache)
+        chat_model = models.load_chat_model(model, settings)
+        spare = _spare(spare, concurrency, chat_model)
+        # Seconds, with the endpoint's URL, rather than every question failing after its retries.
+        models.check_model_reachable(chat_model)
+        if llm_cache is not None:
+            chat_model = with_cache(chat_model, llm_cache)
 
-    def build() -> Any:
-        """The graph; in a worker process, over a model and an index opened there when they
-        were given as specs (no connection or index handle shared across processes)."""
-        own_model, own_retriever = chat_model, retriever
-        if n_workers > 1 and (model is None or isinstance(model, str)):
-            own_model = models.load_chat_model(model, settings)
-            if llm_cache is not None:
-                own_model = with_cache(own_model, llm_cache)
-        if n_workers > 1 and not isinstance(index_spec, BaseRetriever):
-            own_retriever = resolve_retriever(index_spec)
-        return noterag.build_graph(method, model=own_model, retriever=own_retriever)
+        def build() -> Any:
+            """The graph; in a worker process, over a model and an index opened there when they
+            were given as specs (no connection or index handle shared across processes)."""
+            own_model, own_retriever = chat_model, retriever
+            if n_workers > 1 and (model is None or isinstance(model, str)):
+                own_model = models.load_chat_model(model, settings)
+                if llm_cache is not None:
+                    own_model = with_cache(own_model, llm_cache)
+            if n_workers > 1 and not isinstance(index_spec, BaseRetriever):
+                own_retriever = resolve_retriever(index_spec)
+            return noterag.build_graph(method, model=own_model, retriever=own_retriever)
 
-    queued = concurrency > slots if slots is not None else False
-    invocation = {
-        "tasks": dict(sorted(tasks.items())),
-        "index_build": index_build,
-        "concurrency": concurrency,
-        "spare_questions": spare,
-        "endpoint_slots": slots,
-        # Once one invocation queued, some latencies of the run measure the queue.
-        "latency_includes_queueing": queued
-        or bool(previous and previous.get("latency_includes_queueing")),
-        "questions": len(examples),
-        "workers": n_workers,
-        "ray": ray,
-        "dataset_digest": digest,
-        "dataset_questions": everything,
-        # The questions of this invocation: the summary covers them (a smaller --limit keeps
-        # the other answers on disk without counting them).
-        "ids": [ex.id for ex in examples],
-    }
-    # A cluster that cannot be reached is one line before the run directory is written; one
-    # started here ends with the run (``_run_on_ray``; Ray's own exit hook on an error before).
-    ray_started = False
-    if ray is not None:
-        from noterag.eval.cluster import connect
+        queued = concurrency > slots if slots is not None else False
+        invocation = {
+            "tasks": dict(sorted(tasks.items())),
+            "index_build": index_build,
+            "concurrency": concurrency,
+            "spare_questions": spare,
+            "endpoint_slots": slots,
+            # Once one invocation queued, some latencies of the run measure the queue.
+            "latency_includes_queueing": queued
+            or bool(previous and previous.get("latency_includes_queueing")),
+            "questions": len(examples),
+            "workers": n_workers,
+            "ray": ray,
+            "dataset_digest": digest,
+            "dataset_questions": everything,
+            # The questions of this invocation: the summary covers them (a smaller --limit keeps
+            # the other answers on disk without counting them).
+            "ids": [ex.id for ex in examples],
+        }
+        # A cluster that cannot be reached is one line before the run directory is written; one
+        # started here ends with the run (``_run_on_ray``; Ray's own exit hook on an error before).
+        ray_started = False
+        if ray is not None:
+            from noterag.eval.cluster import connect
 
-        ray_started = connect(ray)
-    done = _open_run_dir(
-        run_dir,
-        config | invocation,
-        previous,
-        drop={question for question, _ in changed},
-        retry_errors=retry_errors,
-    )
-    todo = [ex for ex in examples if ex.id not in done]
-
-    scope = {ex.id for ex in examples}
-    meter = loop.Progress(
-        console,
-        progress,
-        total=len(examples),
-        label="eval",
-        stats_of=_stats,
-        done=[r for i, r in done.items() if i in scope],
-    )
-    if todo and ray is not None:
-        from noterag.eval.cluster import ClusterSetup
-
-        recipe = ClusterSetup(
-            method=method,
-            model=model,
-            settings=settings,
-            index=index_spec,
-            cache=config["cache"],
-            config=config,
-            concurrency=concurrency,
-            spare=spare,
+            ray_started = connect(ray)
+        done = _open_run_dir(
+            run_dir,
+            config | invocation,
+            previous,
+            drop={question for question, _ in changed},
+            retry_errors=retry_errors,
         )
-        _run_on_ray(recipe, todo, n_workers, ray_started, run_dir, meter, index_build)
-    elif todo and n_workers > 1:
-        setup = WorkerSetup(build_graph=build, config=config, concurrency=concurrency, spare=spare)
-        _run_in_workers(setup, todo, n_workers, run_dir, meter, index_build)
-    elif todo:
-        graph = build()
+        todo = [ex for ex in examples if ex.id not in done]
+        n_workers = min(n_workers, max(1, len(todo)))  # a worker without a question is waste
 
-        async def main() -> None:
-            turns = ModelTurns(concurrency)
-            with _Keeper(run_dir, index_build) as keep:
-                await loop.run_questions(
-                    todo,
-                    concurrency + spare,
-                    lambda ex: answer_one(graph, ex, config, turns),
-                    keep,
-                    meter,
-                )
+        scope = {ex.id for ex in examples}
+        meter = loop.Progress(
+            console,
+            progress,
+            total=len(examples),
+            label="eval",
+            stats_of=_stats,
+            done=[r for i, r in done.items() if i in scope],
+        )
+        if todo and ray is not None:
+            from noterag.eval.cluster import ClusterSetup
 
-        with meter:
-            loop.run_on_loop(main, max(32, (concurrency + spare) * 2), "noterag-eval")
-    elif ray_started:
-        from noterag.eval.cluster import disconnect
+            recipe = ClusterSetup(
+                method=method,
+                model=model,
+                settings=settings,
+                index=index_spec,
+                cache=config["cache"],
+                config=config,
+                concurrency=concurrency,
+                spare=spare,
+            )
+            _run_on_ray(recipe, todo, n_workers, ray_started, run_dir, meter, index_build)
+        elif todo and n_workers > 1:
+            setup = WorkerSetup(
+                build_graph=build, config=config, concurrency=concurrency, spare=spare
+            )
+            _run_in_workers(setup, todo, n_workers, run_dir, meter, index_build)
+        elif todo:
+            graph = build()
 
-        disconnect()
-    return summarize(run_dir)
+            async def main() -> None:
+                turns = ModelTurns(concurrency)
+                with _Keeper(run_dir, index_build) as keep:
+                    await loop.run_questions(
+                        todo,
+                        concurrency + spare,
+                        lambda ex: answer_one(graph, ex, config, turns),
+                        keep,
+                        meter,
+                    )
+
+            with meter:
+                loop.run_on_loop(main, max(32, (concurrency + spare) * 2), "noterag-eval")
+        elif ray_started:
+            from noterag.eval.cluster import disconnect
+
+            disconnect()
+        return summarize(run_dir)
 
 
 def _run_in_workers(
@@ -348,7 +369,7 @@ def _run_on_ray(
     from noterag.eval.cluster import default_workers, run_on_ray
 
     try:
-        actors = n_workers or default_workers()
+        actors = min(n_workers or default_workers(), len(todo))
 
         def stopped_after() -> str:
             return f"stopped after {meter.count} of {meter.total} questions"
@@ -484,7 +505,7 @@ def _check_run_dir(
     if force:
         return None, []
     if config_path.is_file():
-        previous = _read_config(config_path)
+        previous = read_json_file(config_path)
         loop.check_same_config(run_dir, previous, config, COMPARED)
         bound = previous.get("index_build")
         if isinstance(bound, dict):
@@ -583,16 +604,6 @@ def _open_run_dir(
     return {row["id"]: row for row in kept}
 
 
-def _read_config(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise RunDirError(f"{path} is not readable JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise RunDirError(f"{path} is not a run configuration")
-    return value
-
-
 class _ResultsWriter(loop.LineWriter):
     """The one writer of results.jsonl (``loop.LineWriter``); a file it cannot open is one line
     naming it."""
@@ -650,11 +661,13 @@ async def answer_one(
     from noterag.eval.cache import count_cache
     from noterag.eval.metrics import score
     from noterag.models import count_retries
+    from noterag.models.replies import count_bad_usage
 
     started_at, clock = time.time(), time.perf_counter()
     # this task's requests only: the questions run as tasks
     with (
         count_retries() as retries,
+        count_bad_usage() as bad_usage,
         count_cache() as cached,
         question_turns(turns) as mine,
     ):
@@ -672,6 +685,8 @@ async def answer_one(
             state, error = {}, one_line_error(exc)
     latency = time.perf_counter() - clock
     state = state | {"retries": retries.value, "waited_s": mine.waited_s if mine else 0.0}
+    if bad_usage.ignored:
+        state = state | {"usage_ignored": bad_usage.ignored}
     if config.get("cache"):
         state = state | {"cache_calls": cached.calls, "cache_tokens": cached.tokens}
     answer = state.get("answer")
@@ -719,6 +734,9 @@ def result_row(
         "passages": None if failed else len(passage_ids),
         "passage_ids": None if failed else passage_ids,
         "retries": state.get("retries", 0),
+        # replies whose usage was no token counts, ignored (noterag.models.replies): the
+        # question's token counts are short of theirs
+        **({"usage_ignored": state["usage_ignored"]} if state.get("usage_ignored") else {}),
         # with --cache: the calls (and their tokens) answered from it, not the endpoint
         **(
             {
@@ -769,7 +787,10 @@ def index_identities(retriever: Any) -> dict[str, str]:
 
 def _stats(done: list[dict[str, Any]]) -> str:
     """The progress line's figures: the running metrics, calls and tokens per question."""
-    parts = [f"{metric_label(k)} {v:.1f}" for k, v in metric_means(done).items()]
+    from noterag.cli.render import safe
+
+    # a row's metric names are read back from results.jsonl: text, not markup
+    parts = [f"{safe(metric_label(k))} {v:.1f}" for k, v in metric_means(done).items()]
     answered = [row for row in done if not row.get("error")]
     if answered:
         calls = sum(row["llm_calls"] for row in answered) / len(answered)

@@ -14,7 +14,8 @@ node): HTTP 408, 409, 429 and 5xx replies, timeouts and connection errors (refus
 sent again up to ``ModelSettings.max_retries`` times (default 2, so at most 3 attempts), after
 an exponential backoff of 0.5 s, 1 s, 2 s, ... capped at 8 s, each shortened by a random 0-25 %,
 or after the server's ``Retry-After`` when it gives one of at most 120 s (the SDK's constants,
-``RETRY_BACKOFF``). ``ModelSettings.timeout`` (default 60 s) bounds each attempt.
+``RETRY_BACKOFF``). ``ModelSettings.timeout`` (default 60 s) bounds each attempt as a whole, to
+its reply's last byte (``noterag.models.deadline``).
 ``NOTERAG_TIMEOUT`` and ``NOTERAG_MAX_RETRIES`` set both for models built from a spec.
 ``count_retries()`` counts the requests re-sent while it is active (per question in an
 evaluation run).

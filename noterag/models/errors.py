@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from noterag.errors import ModelUnavailableError, NoteragError
+from noterag.redact import redact
 
 __all__ = [
     "SKIP_CHECK_ENV",
@@ -139,7 +140,8 @@ def one_line_error(exc: BaseException) -> str:
     """``exc`` as one line: the friendly message of an endpoint problem, else its type and text."""
     friendly = friendly_model_error(exc)
     message = str(friendly) if friendly is not None else f"{type(exc).__name__}: {exc}"
-    return " ".join(message.split())
+    # a result row's error: the endpoint's URL in it without its credentials
+    return " ".join(redact(message).split())
 
 
 def cause_chain(exc: BaseException) -> list[BaseException]:

@@ -8,20 +8,33 @@ no word of the endpoint; here the HTTP client looks at each completion reply fir
 The check is an httpx response hook of the clients noterag builds its models with
 (``noterag.models.retries.counting_clients``): it reads the body of a non-streamed reply (the
 SDK reads it right after anyway) and leaves streamed ones (``text/event-stream``) and error
-statuses (the SDK's own ``APIStatusError``) alone.
+statuses (the SDK's own ``APIStatusError``) alone. A completion whose ``usage`` is no token
+counts (a string, a negative number) has its usage removed and is counted
+(``count_bad_usage``): its tokens are unknown, never summed wrongly.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import openai
 
 from noterag.errors import ModelUnavailableError, NoteragError
 
-__all__ = ["EndpointPageError", "EndpointReplyError", "acheck_reply", "check_reply"]
+__all__ = [
+    "EndpointPageError",
+    "EndpointReplyError",
+    "UsageCount",
+    "acheck_reply",
+    "check_reply",
+    "count_bad_usage",
+]
 
 
 class EndpointReplyError(NoteragError, openai.OpenAIError):
@@ -108,11 +121,66 @@ def _checked(response: Any) -> bool:
     )
 
 
+# The usage fields a completion's ``usage`` object counts tokens in.
+_USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+@dataclass
+class UsageCount:
+    """Replies whose ``usage`` was ignored (not token counts: a string, a negative number)."""
+
+    ignored: int = 0
+
+
+_USAGE: ContextVar[UsageCount | None] = ContextVar("noterag_bad_usage", default=None)
+
+
+@contextmanager
+def count_bad_usage() -> Iterator[UsageCount]:
+    """Count the replies whose usage was ignored in this context (an asyncio task and the tasks
+    and threads it starts), as ``count_retries`` counts retries."""
+    counter = UsageCount()
+    token = _USAGE.set(counter)
+    try:
+        yield counter
+    finally:
+        _USAGE.reset(token)
+
+
+def _valid_usage(usage: Any) -> bool:
+    if not isinstance(usage, dict):
+        return False
+    return all(
+        type(usage[name]) is int and usage[name] >= 0 for name in _USAGE_FIELDS if name in usage
+    )
+
+
+def _drop_bad_usage(response: Any) -> None:
+    """A completion whose ``usage`` is not token counts (``"10"``, ``-5``, a string for the
+    object) would fail the question inside LangChain (TypeError) or add wrong numbers to the
+    run's costs: the usage is removed from the reply (the question counts no tokens for it)
+    and the reply counted (``count_bad_usage``)."""
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        return
+    if not isinstance(data, dict) or data.get("usage") is None or _valid_usage(data["usage"]):
+        return
+    del data["usage"]
+    # httpx has no public way to replace a read body; the SDK parses ``response.content``,
+    # which is this attribute.
+    response._content = json.dumps(data).encode()
+    counter = _USAGE.get()
+    if counter is not None:
+        counter.ignored += 1
+
+
 def _raise_for(response: Any) -> None:
     found = _problem(
         response.request.url.path, response.headers.get("content-type", ""), response.content
     )
     if found is None:
+        _drop_bad_usage(response)
         return
     problem, page = found
     error = EndpointPageError if page else EndpointReplyError

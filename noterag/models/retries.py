@@ -5,7 +5,9 @@ The client retries by itself, per request (never a whole graph node): HTTP 408, 
 ``ModelSettings.max_retries`` times, after the backoff in ``RETRY_BACKOFF``. Those retries
 happen inside one call, invisibly to LangChain's callbacks, so they are counted at the HTTP
 client: ``counting_clients()`` gives ChatOpenAI clients whose request hook reports every
-re-sent attempt to the innermost active ``count_retries()``.
+re-sent attempt to the innermost active ``count_retries()``; their other hooks give each
+attempt its total deadline (``noterag.models.deadline``) and check that a reply is one
+(``noterag.models.replies``).
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ def counting_clients(base_urls: Sequence[str] | None = None) -> dict[str, Any]:
     sent to one of them (``noterag.models.endpoints``)."""
     import openai
 
+    from noterag.models import deadline
     from noterag.models.replies import acheck_reply, check_reply
     from noterag.models.turns import turn_taking_async_client
 
@@ -124,13 +127,22 @@ def counting_clients(base_urls: Sequence[str] | None = None) -> dict[str, Any]:
         )
         sync = {"transport": transports[0]}
         asynchronous = {"transport": transports[1]}
+    # The deadline's hooks first: the body check reads the body, within the attempt's total
+    # deadline (noterag.models.deadline).
     clients = {
         "http_client": openai.DefaultHttpxClient(
-            **sync, event_hooks={"request": [_note_attempt], "response": [check_reply]}
+            **sync,
+            event_hooks={
+                "request": [_note_attempt, deadline.sync_start_attempt],
+                "response": [deadline.bound_body, check_reply],
+            },
         ),
         "http_async_client": turn_taking_async_client(
             **asynchronous,
-            event_hooks={"request": [_anote_attempt], "response": [acheck_reply]},
+            event_hooks={
+                "request": [_anote_attempt, deadline.astart_attempt],
+                "response": [deadline.abound_body, acheck_reply],
+            },
         ),
     }
     for client in clients.values():  # what the replicas did: endpoints.replicas_of(model)

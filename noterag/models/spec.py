@@ -33,8 +33,15 @@ from pydantic import SecretStr
 from noterag.errors import ConfigError
 from noterag.models.local_server import LOCAL_MAX_TOKENS, LOCAL_MODEL_NAME, start_local_server
 from noterag.models.retries import counting_clients
+from noterag.redact import redact
 
-__all__ = ["ModelSettings", "OpenAICompatibleChat", "aload_chat_model", "load_chat_model"]
+__all__ = [
+    "ModelSettings",
+    "OpenAICompatibleChat",
+    "aload_chat_model",
+    "load_chat_model",
+    "model_endpoint",
+]
 
 _ACCEPTED_SPECS = (
     "a LangChain chat model object, 'openai:<model>', 'openai:<model>@<base_url>', 'hf:<dir>' "
@@ -57,7 +64,8 @@ class ModelSettings:
     """Sampling and transport settings shared by every model noterag builds.
 
     ``max_tokens=None`` means 512 for the local model (it rambles otherwise) and the
-    endpoint's own default for remote models. ``timeout`` bounds each attempt of a request (s);
+    endpoint's own default for remote models. ``timeout`` bounds each attempt of a request (s),
+    to its reply's last byte (``noterag.models.deadline``);
     ``max_retries`` is how many times a failed request is sent again (see ``noterag.models``
     for what is retried and the backoff).
     """
@@ -189,6 +197,49 @@ def _checked_base_url(base_url: str | None, source: str) -> str | None:
     raise ConfigError(f"{source}={base_url!r} is not an http:// or https:// URL{hint}")
 
 
+def openai_base_url(base_url: str | None = None) -> str | None:
+    """The base URL of an ``openai:`` model: ``base_url`` (the spec's inline URL or the
+    caller's), else ``NOTERAG_BASE_URL``, else ``OPENAI_BASE_URL``; None for OpenAI's own."""
+    for value, source in (
+        (base_url, "base_url"),
+        (os.environ.get("NOTERAG_BASE_URL"), "NOTERAG_BASE_URL"),
+        (os.environ.get("OPENAI_BASE_URL"), "OPENAI_BASE_URL"),
+    ):
+        if value:
+            return _checked_base_url(value, source)
+    return None
+
+
+OPENAI_API_BASE = "https://api.openai.com/v1"
+
+
+def model_endpoint(spec: Any = None) -> str | None:
+    """Where a model's requests go, its credentials redacted (``noterag.redact``): part of a
+    run's identity, since the same model name on two endpoints may be two models. A spec's
+    URL comes from it or the environment, as ``load_chat_model`` takes it; ``local`` for the
+    local server (on a new port each run); None for a model with no endpoint (``hf:``, a
+    test's own model)."""
+    from noterag.models.local_server import local_server_url
+
+    if spec is None:
+        spec = os.environ.get("NOTERAG_MODEL", "local")
+    if isinstance(spec, str):
+        spec = spec.strip()
+        if spec == "local":
+            return "local"
+        if not spec.startswith("openai:"):
+            return None
+        _, inline_url = _split_inline_url(spec[len("openai:") :].strip())
+        url = openai_base_url(inline_url) or OPENAI_API_BASE
+    elif isinstance(spec, ChatOpenAI):
+        url = spec.openai_api_base or OPENAI_API_BASE
+        if url == local_server_url():
+            return "local"
+    else:
+        return None
+    return redact(url.rstrip("/"))
+
+
 def _openai_chat_model(
     model: str,
     settings: ModelSettings,
@@ -197,16 +248,7 @@ def _openai_chat_model(
     api_key: str | None,
     replicas: list[str] | None = None,
 ) -> BaseChatModel:
-    for value, source in (
-        (base_url, "base_url"),
-        (os.environ.get("NOTERAG_BASE_URL"), "NOTERAG_BASE_URL"),
-        (os.environ.get("OPENAI_BASE_URL"), "OPENAI_BASE_URL"),
-    ):
-        if value:
-            base_url = _checked_base_url(value, source)
-            break
-    else:
-        base_url = None
+    base_url = openai_base_url(base_url)
     api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("EMPTY" if base_url else None)
     if api_key is None:
         raise ConfigError(

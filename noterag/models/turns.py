@@ -104,6 +104,7 @@ def question_turns(turns: ModelTurns | None) -> Iterator[QuestionTurns | None]:
 def _client_class() -> type:
     import openai
 
+    from noterag.models.deadline import bounded
     from noterag.models.retries import http_library
 
     class LeavingStream(http_library().AsyncByteStream):  # type: ignore[misc]
@@ -128,12 +129,17 @@ def _client_class() -> type:
         (``noterag.models.turns``) from its send to the end of its reply's body."""
 
         async def send(self, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
+            def attempt() -> Any:
+                return super(TurnTakingAsyncClient, self).send(request, stream=stream, **kwargs)
+
+            # the attempt within its total deadline (noterag.models.deadline), from the moment
+            # it has its turn: the wait for one is the eval's queue
             mine = _QUESTION.get()
             if mine is None:
-                return await super().send(request, stream=stream, **kwargs)
+                return await bounded(request, attempt)
             await mine.enter()
             try:
-                response = await super().send(request, stream=stream, **kwargs)
+                response = await bounded(request, attempt)
             except BaseException:
                 mine.leave()
                 raise

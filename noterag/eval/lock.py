@@ -1,0 +1,101 @@
+"""One writer per run directory: ``eval``, ``merge`` (and anything else that writes a run)
+hold ``RUN_DIR/.noterag.lock`` while they write.
+
+The lock is the operating system's (``fcntl.flock`` on that file), so it dies with its holder: a
+process killed with SIGKILL frees it, and the next command resumes as usual; no stale lock is
+ever left to remove by hand. A second writer is refused at once (no waiting) with one line
+naming the holder (pid, host, command and since when), which the holder writes into the file
+once it has the lock. ``--force`` is no exception: the lock is taken before anything is
+removed, so a forced start never pulls the results file from under a live run.
+
+The file stays when the lock is released: removing it would let a waiting process lock an
+unlinked file while a third creates a new one, two holders at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from noterag.errors import NoteragError
+
+LOCK_FILE = ".noterag.lock"
+
+
+class RunLockedError(NoteragError):
+    """Another process is writing the run directory."""
+
+
+def _holder_line() -> bytes:
+    holder = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "command": " ".join(sys.argv) or sys.executable,
+        "since": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    return (json.dumps(holder, ensure_ascii=False) + "\n").encode()
+
+
+def _describe_holder(fd: int) -> str:
+    try:
+        holder = json.loads(os.pread(fd, 65536, 0) or b"{}")
+    except (OSError, ValueError):
+        holder = {}
+    if not isinstance(holder, dict) or "pid" not in holder:
+        return "another process (it has not said which yet)"
+    return (
+        f"pid {holder.get('pid')} on {holder.get('host', '?')} "
+        f"({holder.get('command', '?')}), since {holder.get('since', '?')}"
+    )
+
+
+@contextmanager
+def run_lock(run_dir: str | os.PathLike[str], what: str = "run") -> Iterator[None]:
+    """Hold ``run_dir``'s lock for the block (``what`` names the directory in the message);
+    ``RunLockedError`` at once when another process holds it. The directory is created if
+    missing, and removed again if the block fails having left nothing but the lock in it (a
+    typo in a command leaves no directory behind)."""
+    run_dir = Path(run_dir)
+    created = not run_dir.exists()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise RunLockedError(f"cannot lock {run_dir}: {exc.strerror or exc}") from None
+    ok = False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunLockedError(
+                f"{run_dir} is being written by {_describe_holder(fd)}: one {what} writes a "
+                "run directory at a time; wait for it to finish (or stop it), or choose another "
+                "--out"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, _holder_line(), 0)
+        except OSError:
+            pass  # a full disk: the lock holds all the same, only its holder goes unnamed
+        yield
+        ok = True
+    finally:
+        os.close(fd)  # releases the lock
+        if not ok and created:
+            _remove_if_only_lock(run_dir)
+
+
+def _remove_if_only_lock(run_dir: Path) -> None:
+    try:
+        if [p.name for p in run_dir.iterdir()] == [LOCK_FILE]:
+            (run_dir / LOCK_FILE).unlink()
+            run_dir.rmdir()
+    except OSError:
+        pass  # another process got in meanwhile: its directory now
