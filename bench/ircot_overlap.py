@@ -40,7 +40,16 @@ from es_reference import DeepNoteIndex
 from noterag.retrievers.bm25 import Bm25Index, build_bm25_index
 from noterag.retrievers.styles import DEEPNOTE, Hit
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "hotpotqa_dev500"
+ROOT = Path(__file__).resolve().parents[1]
+# ../shared/data beside the checkout (or beside the folder of worktrees holding it).
+DATA = next(
+    (
+        root / "shared" / "data" / "hotpotqa_dev500"
+        for root in (ROOT.parent, ROOT.parent.parent)
+        if (root / "shared" / "data" / "hotpotqa_dev500").is_dir()
+    ),
+    ROOT.parent / "shared" / "data" / "hotpotqa_dev500",
+)
 K = 5
 
 
