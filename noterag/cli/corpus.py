@@ -18,10 +18,11 @@ from noterag.errors import ConfigError
 def corpus_from_command(
     ctx: typer.Context,
     dataset: Annotated[
-        Path,
+        list[Path],
         typer.Argument(
-            help="A dataset file whose questions carry their paragraphs (HotpotQA, 2Wiki, "
-            "MuSiQue, IRCoT).",
+            help="Dataset files whose questions carry their paragraphs (HotpotQA, 2Wiki, "
+            "MuSiQue, IRCoT), pooled together; or IRCoT's raw_data/2wikimultihopqa or "
+            "raw_data/musique folder (see docs/corpora.md).",
             show_default=False,
         ),
     ],
