@@ -208,3 +208,28 @@ def test_reference_standard_tokens() -> None:
         "東",
         "京",
     ]
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_index_command_builds_a_styled_index(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from noterag.cli import app
+
+    corpus = write_corpus(tmp_path / "c.jsonl", PASSAGES)
+    result = CliRunner().invoke(
+        app, ["index", str(corpus), "--out", str(tmp_path / "idx"), "--style", "adaptive-note"]
+    )
+    assert result.exit_code == 0, result.output
+    assert Bm25Index(tmp_path / "idx").manifest["style"] == "deepnote"
+    docs = load_retriever(str(tmp_path / "idx"), k=1).invoke("Moon")
+    assert [d.id for d in docs] == ["k2"]  # re-ranked: the title "Moon" first
+
+    refused = CliRunner().invoke(
+        app, ["index", str(corpus), "--out", str(tmp_path / "d"), "--dense", "--style", "ircot"]
+    )
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.exit_code == 1
+    assert lines == ["error: --style lays out a BM25 or Elasticsearch index, not a --dense one"]
