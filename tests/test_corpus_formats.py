@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from noterag.cli import app
 from noterag.errors import CorpusError
+from noterag.eval.datasets import pool_corpus
 from noterag.retrievers import load_retriever
 from noterag.retrievers.bm25 import build_bm25_index
 from noterag.retrievers.corpus import CorpusStats, check_corpus, iter_corpus
@@ -216,6 +217,15 @@ def test_corpus_from_pools_ircots_musique_folder(tmp_path: Path) -> None:
         ("Frodo", "A hobbit."),
     ]
     assert "wrote 3 passages" in result.output and "1 duplicate paragraph dropped" in result.output
+
+    seen: list[tuple[str, int, int]] = []
+    pool_corpus(
+        raw,
+        tmp_path / "again.jsonl",
+        progress=lambda name, stats: seen.append((name, stats.questions, stats.passages)),
+    )
+    # Told as each file starts (IRCoT's order: ans before full), with the counts so far.
+    assert seen == [("musique_ans_v1.0_dev.jsonl", 0, 0), ("musique_full_v1.0_train.jsonl", 1, 2)]
 
 
 @pytest.mark.skipif(

@@ -46,7 +46,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,8 +147,11 @@ def pool_corpus(
     *,
     format: str | None = None,
     stats: PoolStats | None = None,
+    progress: Callable[[str, PoolStats], None] | None = None,
 ) -> int:
     """Pool the paragraphs of every question into a corpus JSONL; return the passages written.
+
+    ``progress(file name, stats)`` is called as each file starts and every 1,000 passages.
 
     ``dataset_path`` is a dataset file, several (pooled together, as IRCoT pooled each
     dataset's train, dev and test files into its corpus), or a folder: one of ours (its
@@ -186,7 +189,13 @@ def pool_corpus(
                 raise DatasetError(
                     f"{source.name} has no paragraphs to pool ({fmt} format holds questions only)"
                 )
-            yield from _distinct_passages(records, fmt, stats, seen)
+            if progress is not None:
+                progress(source.name, stats)
+            for passage in _distinct_passages(records, fmt, stats, seen):
+                stats.passages += 1  # so far; the count written replaces it at the end
+                if progress is not None and stats.passages % 1000 == 0:
+                    progress(source.name, stats)
+                yield passage
 
     names = ", ".join(source.name for source in sources)
     written = _write_atomically(out, passages(), f"{names} has no paragraphs to pool")
