@@ -9,6 +9,9 @@ dynamic mapping made of them), StonyBrookNLP/ircot retriever_server/*.py.
 from __future__ import annotations
 
 import json
+import os
+import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -209,3 +212,58 @@ def test_bad_style_options_are_one_line(fake: FakeElasticsearch, suffix: str, me
         load_retriever(f"es:{fake.url}/{INDEX}{suffix}")
     assert str(caught.value) == message
     assert not fake.requests  # refused before any request
+
+
+# ----------------------------------------------------------------------------- a real server
+
+ES_URL = os.environ.get("NOTERAG_ES_URL")
+needs_server = pytest.mark.skipif(not ES_URL, reason="NOTERAG_ES_URL not set")
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.fixture
+def real_index() -> Iterator[str]:
+    from noterag.retrievers.elastic import connect
+
+    index = f"noterag-test-{uuid.uuid4().hex[:10]}"
+    try:
+        yield index
+    finally:
+        assert ES_URL is not None
+        connect(ES_URL).indices.delete(index=index, ignore_unavailable=True)
+
+
+@needs_server
+@pytest.mark.parametrize("style", ["deepnote", "ircot"])
+def test_real_server_styles(corpus: Path, real_index: str, style: str) -> None:
+    assert ES_URL is not None
+    stats = build_es_index(corpus, ES_URL, real_index, progress=False, style=style)
+    assert (stats.count, stats.failed, stats.created) == (3, 0, True)
+    # The server echoes the style's mapping: a rebuild adds to the index instead of refusing.
+    assert not build_es_index(corpus, ES_URL, real_index, progress=False, style=style).created
+    docs = load_retriever(f"es:{ES_URL.rstrip('/')}/{real_index}?style={style}", k=3).invoke("Tide")
+    assert docs and docs[0].id == "z9"
+
+
+@needs_server
+def test_real_server_scores_match_the_reference_of_bench_ircot_overlap(
+    corpus: Path, real_index: str
+) -> None:
+    """Elasticsearch's own BM25 for the deepnote query against ``bench/es_reference.py``."""
+    pytest.importorskip("regex", reason="the regex package (dev extra) is not installed")
+    assert ES_URL is not None
+    sys.path.insert(0, str(BENCH))
+    try:
+        from es_reference import DeepNoteIndex
+    finally:
+        sys.path.remove(str(BENCH))
+    build_es_index(corpus, ES_URL, real_index, progress=False, style="deepnote")
+    from noterag.retrievers.elastic import connect, deepnote_query_body
+
+    client = connect(ES_URL)
+    reference = DeepNoteIndex(PASSAGES)
+    for query in ["Tide", "the sea rises", "telephone company AT&T"]:
+        hits = client.search(index=real_index, body=deepnote_query_body(query, 3))["hits"]["hits"]
+        ours = {hit["_source"]["id"]: hit["_score"] for hit in hits}
+        expected = {PASSAGES[doc]["id"]: score for doc, score in reference.search(query, 50)}
+        assert ours == pytest.approx(expected, rel=1e-5), query
