@@ -138,7 +138,11 @@ def _schema(style: Style) -> tantivy.Schema:
 
 
 def _extra_fields(style: Style) -> list[str]:
-    return ["title_unescape"] if style.name == "deepnote" else []
+    """The style's searched fields beyond ``title`` and ``text``."""
+    if style.name == DEFAULT_STYLE:
+        return []
+    names = [name for name, _ in _style_query(style).fields]
+    return [name for name in dict.fromkeys(names) if name not in SEARCHED_FIELDS]
 
 
 def style_analyzer(style: Style) -> str:
@@ -269,8 +273,10 @@ def _write_index(
 
 def _to_document(passage: Passage, style: Style | None = None) -> tantivy.Document:
     document = tantivy.Document(id=passage["id"], title=passage["title"], text=passage["text"])
-    if style is not None and style.name == "deepnote":
-        document.add_text("title_unescape", style.source(passage)["title_unescape"])
+    if style is not None and style.name != DEFAULT_STYLE:
+        source = style.source(passage)
+        for field in _extra_fields(style):
+            document.add_text(field, source[field])
     return document
 
 
@@ -296,28 +302,40 @@ def _new_manifest(
 
 @dataclass(frozen=True)
 class _StyleQuery:
-    """How a style's query is put together in tantivy."""
+    """How a style's query is put together in tantivy, derived from its Elasticsearch fields."""
 
     fields: tuple[tuple[str, float], ...]  # (tantivy field, boost)
     best_field: bool  # a disjunction-max over fields (Elasticsearch's best_fields), else a sum
     description: str
 
 
+# Elasticsearch field -> the tantivy field holding the same value. The deepnote index's
+# *_bigram fields are copies (same value, same analyzer) of the others, so they score alike
+# and a best_fields maximum never needs them.
+_TANTIVY_FIELD = {
+    "paragraph_text": "text",
+    "title_bigram": "title_unescape",
+    "title_unescape_bigram": "title_unescape",
+    "text_bigram": "text",
+}
+
+
 def _style_query(style: Style) -> _StyleQuery:
-    if style.name == "deepnote":
-        return _StyleQuery(
-            (("title", 1.25), ("title_unescape", 1.25), ("text", 1.0)),
-            True,
-            "BM25 k1=1.2 b=0.75, the best of title^1.25, title_unescape^1.25, text; top 50 "
-            "re-ranked by title match",
-        )
-    if style.name == "ircot":
-        return _StyleQuery(
-            (("text", 1.0), ("title", 1.0)),
-            False,
-            "BM25 k1=1.2 b=0.75, summed over paragraph text and title; top 100, first per text",
-        )
-    return _StyleQuery((("title", 1.0), ("text", 1.0)), False, "BM25, summed over title and text")
+    fields: list[tuple[str, float]] = []
+    for name, boost in style.fields:
+        field = (_TANTIVY_FIELD.get(name, name), boost)
+        if field not in fields:
+            fields.append(field)
+    best = style.combine == "max"
+    shown = ", ".join(f"{name}^{boost:g}" if boost != 1 else name for name, boost in fields)
+    description = f"BM25 k1=1.2 b=0.75, the {'best' if best else 'sum'} of {shown}"
+    if style.buffer:
+        description += f"; the top {style.buffer}"
+        if style.dedup_text:
+            description += ", first hit per text"
+        if style.rerank_titles:
+            description += ", re-ranked by title match"
+    return _StyleQuery(tuple(fields), best, description)
 
 
 # --------------------------------------------------------------------------------------------
