@@ -70,8 +70,10 @@ def main() -> int:
     reference = DeepNoteIndex(passages)
     reference_seconds = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as tmp:
-        build_bm25_index(corpus, Path(tmp) / "deepnote", progress=False, style="deepnote")
-        build_bm25_index(corpus, Path(tmp) / "default", progress=False)
+        build_bm25_index(
+            corpus, Path(tmp) / "deepnote", progress=False, style="deepnote", num_threads=1
+        )
+        build_bm25_index(corpus, Path(tmp) / "default", progress=False, num_threads=1)
         styled, default = Bm25Index(Path(tmp) / "deepnote"), Bm25Index(Path(tmp) / "default")
         rows = compare(passages, questions, reference, styled, default)
     rows_by_name = {row["comparison"]: row for row in rows}
