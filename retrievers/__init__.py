@@ -5,9 +5,10 @@
 and, if its index directory carries a ``noterag-index.json`` of its own kind, in
 ``INDEX_KINDS`` so a bare directory path finds it too.
 
-Schemes: ``bm25:<dir>`` (embedded tantivy), ``dense:<dir>`` (the ``dense`` extra),
+Schemes: ``bm25:<dir>`` (embedded tantivy), ``dense:<dir>`` (the ``dense`` extra; options
+``?model=bge-base-en-v1.5`` or ``gtr-t5-xxl``, the papers' models, and ``&instruction=``),
 ``hybrid:<spec>,<spec>`` (reciprocal rank fusion) and ``es:<url>/<index>`` (the ``es``
-extra). Optional backends are imported only when used. What a spec string means (scheme or
+extra; ``?style=deepnote`` or ``ircot``, the papers' Elasticsearch setups, see ``styles.py``). Optional backends are imported only when used. What a spec string means (scheme or
 path, bare directories, absolute paths) is decided in one place, ``spec.py``.
 """
 
@@ -20,7 +21,7 @@ from langchain_core.retrievers import BaseRetriever
 
 from .bm25 import Bm25Index, BM25Retriever, BuildStats, build_bm25_index
 from .corpus import CorpusStats, iter_corpus
-from .spec import RetrieverSpec, list_parts, normalize, normalize_spec, parse_spec
+from .spec import RetrieverSpec, list_parts, normalize, normalize_spec, parse_spec, split_options
 
 __all__ = [
     "INDEX_KINDS",
@@ -39,16 +40,42 @@ __all__ = [
 RetrieverFactory = Callable[[str, int], BaseRetriever]
 
 
-def _bm25(index_dir: str, k: int) -> BaseRetriever:
+def _bm25(location: str, k: int) -> BaseRetriever:
+    # No options: a style is the index's (its manifest), chosen when it is built.
+    index_dir, _ = split_options(location, (), "bm25")
     retriever = BM25Retriever(index_dir=index_dir, k=k)
     retriever.load()  # fail now, with the path in the message, not at the first query
     return retriever
 
 
-def _dense(index_dir: str, k: int) -> BaseRetriever:
-    from .dense import DenseRetriever
+DENSE_OPTIONS = ("model", "instruction")
 
-    retriever = DenseRetriever(index_dir=index_dir, k=k)
+
+def _dense(location: str, k: int) -> BaseRetriever:
+    """``dense:<dir>[?model=PRESET|FOLDER][&instruction=none|bge]`` (``embedding_presets``)."""
+    from .dense import DenseIndex, DenseRetriever, load_embeddings
+
+    index_dir, options = split_options(location, DENSE_OPTIONS, "dense")
+    embeddings = None
+    if options:
+        from .embedding_presets import (
+            InstructedEmbeddings,
+            check_index_model,
+            query_instruction,
+            resolve_model,
+        )
+
+        index = DenseIndex(index_dir)
+        try:
+            folder, preset = index.model_name, None
+            if "model" in options:
+                folder, preset = resolve_model(options["model"])
+                check_index_model(index.model_name, preset, folder)
+            instruction = query_instruction(options.get("instruction"), preset)
+        finally:
+            index.close()
+        embeddings = InstructedEmbeddings(load_embeddings(folder), instruction)
+    retriever = DenseRetriever(index_dir=index_dir, k=k, embeddings=embeddings)
     retriever.load()  # the index and the model: a missing one fails now, not mid-run
     return retriever
 

@@ -14,6 +14,20 @@ Analysis (the same for indexing and querying, chosen from the manifest at load t
   ``standard``, and stop words keep OR queries over millions of passages cheap.
 * ``standard``: the same without stop words and stemming (Lucene's ``standard`` in spirit).
 
+* ``es-standard``: Elasticsearch's ``standard`` analyzer as near as tantivy gets: words by a
+  regular expression after Unicode's word-boundary rules (UAX #29: ``don't``, ``U.S.``,
+  ``3,000`` stay one token, each CJK ideograph is one), lowercase, no stop words, no stemming.
+  The ``deepnote`` style's analyzer (below).
+
+``style`` (``styles.py``, recorded in the manifest) builds an index and query as a paper's
+official Elasticsearch setup did: ``deepnote`` indexes ``title``, ``title_unescape`` and
+``text`` with ``es-standard`` and takes, like Elasticsearch's ``best_fields``, the best field's
+score (a disjunction-max of ``title^1.25``, ``title_unescape^1.25``, ``text``; the original's
+``*_bigram`` fields are copies of these, so their scores are the same), asks for the top 50
+and re-ranks them by title match; ``ircot`` sums the scores of ``title`` and ``text`` under the
+``english`` analyzer, asks for 100 and keeps the first per distinct text.
+``bench/ircot_overlap.py`` measures how close the ``deepnote`` ranking comes to Elasticsearch's.
+
 Queries never go through tantivy's query parser, which raises on LLM-style text (``AND``,
 ``C++``, ``foo~2``, quotes, colons): the query is analyzed into tokens and turned into a
 boolean OR of term queries on title and text, each token boosted by its count in the query
@@ -40,7 +54,7 @@ from pydantic import PrivateAttr
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 
 from .base import IndexDirRetriever, to_document
-from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
+from .corpus import CorpusStats, Passage, check_corpus, iter_corpus
 from .indexdir import (
     MANIFEST_NAME,
     IndexBuild,
@@ -53,6 +67,7 @@ from .indexdir import (
     require_passages,
     write_manifest,
 )
+from .styles import DEFAULT_STYLE, Hit, Style, get_style
 
 __all__ = [
     "DEFAULT_ANALYZER",
@@ -73,7 +88,19 @@ BUILD_HINT = "build one with `noterag index CORPUS --out DIR`"
 _ANALYZER_DESCRIPTIONS = {
     "english": "simple tokenizer, remove_long(40), lowercase, stopwords(english), stemmer(english)",
     "standard": "simple tokenizer, remove_long(40), lowercase",
+    "es-standard": "UAX#29-like regex tokenizer, remove_long(256), lowercase",
 }
+# Words as Unicode's default word boundaries (UAX #29, which Elasticsearch's standard tokenizer
+# follows) cut them, in a regular expression: each Han ideograph or hiragana alone; numbers
+# joined by , ; . ' (3,000 1.5); letters and digits joined by . ' ’ : · (don't U.S.A).
+_WORD = r"[[\p{L}\p{M}\p{N}_]--[\p{Han}\p{Hiragana}]]"
+ES_STANDARD_PATTERN = (
+    r"[\p{Han}\p{Hiragana}]"
+    r"|\p{N}+(?:[,;.'’‘]\p{N}+)+"
+    rf"|{_WORD}+(?:[.'’‘:·]{_WORD}+)*"
+)
+# Where the analyzer of a style's index differs from the style's Elasticsearch analyzer name.
+_STYLE_ANALYZERS = {"standard": "es-standard"}
 
 
 def make_analyzer(name: str) -> tantivy.TextAnalyzer:
@@ -81,6 +108,13 @@ def make_analyzer(name: str) -> tantivy.TextAnalyzer:
     if name not in _ANALYZER_DESCRIPTIONS:
         known = ", ".join(sorted(_ANALYZER_DESCRIPTIONS))
         raise ConfigError(f"unknown BM25 analyzer {name!r} (known: {known})")
+    if name == "es-standard":
+        return (
+            tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(ES_STANDARD_PATTERN))
+            .filter(tantivy.Filter.remove_long(256))
+            .filter(tantivy.Filter.lowercase())
+            .build()
+        )
     builder = (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(40))
@@ -93,12 +127,29 @@ def make_analyzer(name: str) -> tantivy.TextAnalyzer:
     return builder.build()
 
 
-def _schema() -> tantivy.Schema:
+def _schema(style: Style) -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
     builder.add_text_field("title", stored=True, tokenizer_name=_TOKENIZER_NAME)
     builder.add_text_field("text", stored=True, tokenizer_name=_TOKENIZER_NAME)
+    for field in _extra_fields(style):  # searched, never shown: not stored
+        builder.add_text_field(field, stored=False, tokenizer_name=_TOKENIZER_NAME)
     return builder.build()
+
+
+def _extra_fields(style: Style) -> list[str]:
+    """The style's searched fields beyond ``title`` and ``text``."""
+    if style.name == DEFAULT_STYLE:
+        return []
+    names = [name for name, _ in _style_query(style).fields]
+    return [name for name in dict.fromkeys(names) if name not in SEARCHED_FIELDS]
+
+
+def style_analyzer(style: Style) -> str:
+    """The analyzer a style's index is built with."""
+    if style.name == DEFAULT_STYLE:
+        return DEFAULT_ANALYZER
+    return _STYLE_ANALYZERS.get(style.analyzer, style.analyzer)
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,9 +178,13 @@ def build_bm25_index(
     skip_bad_lines: bool = False,
     heap_mb: int = 512,
     num_threads: int | None = None,
-    analyzer: str = DEFAULT_ANALYZER,
+    analyzer: str | None = None,
+    style: str | None = None,
 ) -> BuildStats:
-    """Index a JSONL corpus into ``index_dir``, replacing any noterag index already there.
+    """Index a corpus into ``index_dir``, replacing any noterag index already there.
+
+    ``style`` (``styles.py``) lays the index out as a paper's retrieval did; ``analyzer``
+    defaults to the style's (``english`` for the default style).
 
     The index is built in a temporary sibling directory and renamed into place only when
     complete, so an interrupted or failed build leaves a previous index untouched. The corpus
@@ -137,14 +192,23 @@ def build_bm25_index(
     """
     corpus_path = Path(corpus_path)
     build = IndexBuild(index_dir)
+    chosen = get_style(style)
+    analyzer = analyzer or style_analyzer(chosen)
     make_analyzer(analyzer)  # an unknown name fails before anything is written
     # Checked before creating anything, so a typo leaves no temporary directory behind.
-    open_corpus(corpus_path).close()
+    check_corpus(corpus_path)
     started = time.perf_counter()
     with build:
         try:
             stats = _write_index(
-                corpus_path, build.path, progress, skip_bad_lines, heap_mb, num_threads, analyzer
+                corpus_path,
+                build.path,
+                progress,
+                skip_bad_lines,
+                heap_mb,
+                num_threads,
+                analyzer,
+                chosen,
             )
         except ValueError as exc:
             if isinstance(exc, NoteragError):
@@ -152,7 +216,7 @@ def build_bm25_index(
             # tantivy reports its own I/O failures (a full disk) as ValueError.
             raise build.write_error(f"tantivy: {_engine_message(exc)}") from None
         require_passages(corpus_path, stats)  # before the swap: an old index stays
-        build.finish(_new_manifest(corpus_path, stats, analyzer))
+        build.finish(_new_manifest(corpus_path, stats, analyzer, chosen))
     return BuildStats(
         index_dir=str(build.index_dir),
         passages=stats.passages,
@@ -178,8 +242,9 @@ def _write_index(
     heap_mb: int,
     num_threads: int | None,
     analyzer: str,
+    style: Style,
 ) -> CorpusStats:
-    index = tantivy.Index(_schema(), path=str(target), reuse=False)
+    index = tantivy.Index(_schema(style), path=str(target), reuse=False)
     index.register_tokenizer(_TOKENIZER_NAME, make_analyzer(analyzer))
     threads = _writer_threads(heap_mb, num_threads)
     try:
@@ -193,7 +258,7 @@ def _write_index(
     try:
         with ProgressReporter(progress, corpus_path, stats) as report:
             for n, passage in enumerate(passages, start=1):
-                writer.add_document(_to_document(passage))
+                writer.add_document(_to_document(passage, style))
                 if n % 2000 == 0:
                     report()
             report()
@@ -206,11 +271,21 @@ def _write_index(
     return stats
 
 
-def _to_document(passage: Passage) -> tantivy.Document:
-    return tantivy.Document(id=passage["id"], title=passage["title"], text=passage["text"])
+def _to_document(passage: Passage, style: Style | None = None) -> tantivy.Document:
+    document = tantivy.Document(id=passage["id"], title=passage["title"], text=passage["text"])
+    if style is not None and style.name != DEFAULT_STYLE:
+        source = style.source(passage)
+        for field in _extra_fields(style):
+            document.add_text(field, source[field])
+    return document
 
 
-def _new_manifest(corpus_path: Path, stats: CorpusStats, analyzer: str) -> dict[str, Any]:
+def _new_manifest(
+    corpus_path: Path, stats: CorpusStats, analyzer: str, style: Style
+) -> dict[str, Any]:
+    scoring = "BM25 k1=1.2 b=0.75, summed over title and text"
+    if style.name != DEFAULT_STYLE:
+        scoring = _style_query(style).description
     return new_manifest(
         KIND,
         FORMAT_VERSION,
@@ -219,9 +294,48 @@ def _new_manifest(corpus_path: Path, stats: CorpusStats, analyzer: str) -> dict[
         engine="tantivy",
         analyzer=analyzer,
         tokenizer=_ANALYZER_DESCRIPTIONS[analyzer],
-        fields=list(SEARCHED_FIELDS),
-        scoring="BM25 k1=1.2 b=0.75, summed over title and text",
+        fields=[*SEARCHED_FIELDS, *_extra_fields(style)],
+        scoring=scoring,
+        **({} if style.name == DEFAULT_STYLE else {"style": style.name}),
     )
+
+
+@dataclass(frozen=True)
+class _StyleQuery:
+    """How a style's query is put together in tantivy, derived from its Elasticsearch fields."""
+
+    fields: tuple[tuple[str, float], ...]  # (tantivy field, boost)
+    best_field: bool  # a disjunction-max over fields (Elasticsearch's best_fields), else a sum
+    description: str
+
+
+# Elasticsearch field -> the tantivy field holding the same value. The deepnote index's
+# *_bigram fields are copies (same value, same analyzer) of the others, so they score alike
+# and a best_fields maximum never needs them.
+_TANTIVY_FIELD = {
+    "paragraph_text": "text",
+    "title_bigram": "title_unescape",
+    "title_unescape_bigram": "title_unescape",
+    "text_bigram": "text",
+}
+
+
+def _style_query(style: Style) -> _StyleQuery:
+    fields: list[tuple[str, float]] = []
+    for name, boost in style.fields:
+        field = (_TANTIVY_FIELD.get(name, name), boost)
+        if field not in fields:
+            fields.append(field)
+    best = style.combine == "max"
+    shown = ", ".join(f"{name}^{boost:g}" if boost != 1 else name for name, boost in fields)
+    description = f"BM25 k1=1.2 b=0.75, the {'best' if best else 'sum'} of {shown}"
+    if style.buffer:
+        description += f"; the top {style.buffer}"
+        if style.dedup_text:
+            description += ", first hit per text"
+        if style.rerank_titles:
+            description += ", re-ranked by title match"
+    return _StyleQuery(tuple(fields), best, description)
 
 
 # --------------------------------------------------------------------------------------------
@@ -235,6 +349,7 @@ class Bm25Index:
         self.index_dir = Path(index_dir)
         self.manifest = read_manifest(self.index_dir, kind=KIND, label="BM25", hint=BUILD_HINT)
         self._check_format()
+        self.style = get_style(self.manifest.get("style"))
         self.analyzer = make_analyzer(self.manifest.get("analyzer", DEFAULT_ANALYZER))
         try:
             self._index = tantivy.Index.open(str(self.index_dir))
@@ -280,6 +395,8 @@ class Bm25Index:
     def build_query(self, query: str) -> tantivy.Query | None:
         """Bag-of-words OR query over title and text; ``None`` if no token survives analysis."""
         counts = Counter(self.query_tokens(query))
+        if self.style.name != DEFAULT_STYLE:
+            return self._style_query(counts)
         clauses = []
         for token, count in counts.items():
             for field in SEARCHED_FIELDS:
@@ -289,6 +406,28 @@ class Bm25Index:
                 clauses.append((tantivy.Occur.Should, term))
         return tantivy.Query.boolean_query(clauses) if clauses else None
 
+    def _style_query(self, counts: Counter[str]) -> tantivy.Query | None:
+        """The style's query: per field a bag-of-words OR (Elasticsearch's ``match``), boosted,
+        then the best field (``best_fields``) or their sum (a ``bool`` of ``should``s)."""
+        if not counts:
+            return None
+        shape = _style_query(self.style)
+        per_field = []
+        for field, boost in shape.fields:
+            terms = []
+            for token, count in counts.items():
+                term = tantivy.Query.term_query(self._schema, field, token)
+                if count > 1:
+                    term = tantivy.Query.boost_query(term, float(count))
+                terms.append((tantivy.Occur.Should, term))
+            field_query = tantivy.Query.boolean_query(terms)
+            if boost != 1.0:
+                field_query = tantivy.Query.boost_query(field_query, boost)
+            per_field.append(field_query)
+        if shape.best_field:
+            return tantivy.Query.disjunction_max_query(per_field)
+        return tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in per_field])
+
     def search(self, query: str, k: int) -> list[tuple[Passage, float]]:
         """The top ``k`` passages for ``query`` with their BM25 scores, best first."""
         if k <= 0:
@@ -296,6 +435,19 @@ class Bm25Index:
         tantivy_query = self.build_query(query)
         if tantivy_query is None:
             return []
+        if self.style.name != DEFAULT_STYLE:
+            wanted = self.style.hits_wanted(k)
+            hits = [
+                Hit(p["id"], p["title"], p["text"], score)
+                for p, score in self._guarded_search(tantivy_query, wanted)
+            ]
+            return [
+                ({"id": h.id, "title": h.title, "text": h.text}, h.score)
+                for h in self.style.postprocess(query, hits, k)
+            ]
+        return self._guarded_search(tantivy_query, k)
+
+    def _guarded_search(self, tantivy_query: tantivy.Query, k: int) -> list[tuple[Passage, float]]:
         # A file damaged after the index opened (its files are memory-mapped) shows up here:
         # as an error of tantivy's, or as a Rust panic, which pyo3 raises as a BaseException
         # that no `except Exception` would catch.
@@ -334,7 +486,7 @@ class Bm25Index:
                 }
                 # Deletes apply only to documents added before them, so the new one survives.
                 writer.delete_documents_by_term("id", passage["id"])
-                writer.add_document(_to_document(passage))
+                writer.add_document(_to_document(passage, self.style))
                 n += 1
         self._refresh_manifest()
         return n

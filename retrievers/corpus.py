@@ -30,6 +30,10 @@ kind in ``CorpusStats.skipped_by_kind``):
 A UTF-8 byte order mark at the start of the file is ignored. A gzip file (recognised by its
 bytes, whatever its name) is decompressed as it is read; other compressions (bzip2, xz, zstd,
 zip) are named in the error.
+
+The corpora the papers used come in other forms (DPR's ``psgs_w100.tsv``, HotpotQA's Wikipedia
+dump): ``corpus_formats.py`` reads them, picked from the path or by ``format=``, and their
+records go through the same checks (bad record kinds, duplicate ids, ``skip_bad_lines``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,15 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from noterag.errors import CorpusError
+
+from .corpus_formats import (
+    JSONL,
+    BadRecord,
+    SeenIds,
+    corpus_format,
+    open_check,
+    read_records,
+)
 
 Passage = dict[str, str]
 
@@ -86,16 +99,22 @@ def iter_corpus(
     *,
     skip_bad_lines: bool = False,
     stats: CorpusStats | None = None,
+    format: str | None = None,
 ) -> Iterator[Passage]:
     """Yield ``{"id", "title", "text"}`` dicts (all ``str``) from a JSONL corpus.
 
     Blank lines are ignored. A bad line (invalid JSON or UTF-8, not an object, no id or text,
     a duplicate id) raises ``CorpusError`` naming the file and line, unless ``skip_bad_lines``
     is set: then it is skipped and counted in ``stats.skipped`` (pass a ``CorpusStats`` to read
-    the counts; ``stats.bytes_read`` also drives byte-based progress bars).
+    the counts; ``stats.bytes_read`` also drives byte-based progress bars). ``format`` names a
+    corpus format of ``corpus_formats`` (default: from the path).
     """
     path = Path(path)
     stats = stats if stats is not None else CorpusStats()
+    fmt = corpus_format(path, format) if path.exists() else JSONL
+    if fmt != JSONL:
+        yield from _iter_records(path, fmt, skip_bad_lines, stats)
+        return
     handle = open_corpus(path)
     # A gzip file's progress is its compressed bytes, the size a progress bar knows.
     file_offset = handle.file_offset if isinstance(handle, _GzipCorpus) else None
@@ -142,6 +161,55 @@ def iter_corpus(
             raise CorpusError(
                 f"{path.name} line {line_no + 1}: {what} ({getattr(exc, 'strerror', None) or exc})"
             ) from None
+
+
+def _iter_records(
+    path: Path, fmt: str, skip_bad_lines: bool, stats: CorpusStats
+) -> Iterator[Passage]:
+    """The passages of a ``corpus_formats`` corpus, checked as JSONL lines are."""
+
+    def progress(done: int) -> None:
+        stats.bytes_read = done
+
+    seen = SeenIds()
+    for where, number, item in read_records(path, fmt, progress):
+        try:
+            if isinstance(item, BadRecord):
+                raise _BadLine(str(item), item.kind)
+            passage = _checked(item)
+            if not seen.add(passage["id"]):
+                raise _BadLine(f"duplicate id {passage['id']!r}", "duplicate id")
+        except _BadLine as exc:
+            if not skip_bad_lines:
+                raise CorpusError(
+                    f"{path.name} {where}: {exc} (--skip-bad-lines skips such records)"
+                ) from None
+            stats.record_skip(number, f"{where}: {exc}", exc.kind)
+            continue
+        stats.passages += 1
+        yield passage
+
+
+def _checked(passage: Passage) -> Passage:
+    if not passage["id"].strip():
+        raise _BadLine('empty "id"', "bad id")
+    if not passage["title"].strip() and not passage["text"].strip():
+        raise _BadLine("empty passage (no title and no text)", "empty passage")
+    _check_unicode(passage, "text")
+    return passage
+
+
+def check_corpus(path: str | Path, format: str | None = None) -> None:
+    """Raise ``CorpusError`` now if the corpus at ``path`` cannot be read (a typo in the path,
+    an unknown format), before an index build creates anything."""
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"corpus file not found: {path}")
+    fmt = corpus_format(path, format)
+    if fmt == JSONL:
+        open_corpus(path).close()
+    else:
+        open_check(path, fmt)
 
 
 def _lines(handle: BinaryIO) -> Iterator[tuple[bytes | None, int]]:

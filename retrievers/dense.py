@@ -40,7 +40,7 @@ from pydantic import PrivateAttr
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 
 from .base import IndexDirRetriever, to_document
-from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
+from .corpus import CorpusStats, Passage, check_corpus, iter_corpus
 from .extras import DENSE_HINT, MissingExtraError
 from .indexdir import (
     IndexBuild,
@@ -196,7 +196,7 @@ def build_dense_index(
         raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
     corpus_path = Path(corpus_path)
     build = IndexBuild(index_dir)
-    open_corpus(corpus_path).close()  # a typo fails before the (slow) model load
+    check_corpus(corpus_path)  # a typo fails before the (slow) model load
     started = time.perf_counter()
     embedder = embeddings if embeddings is not None else load_embeddings(model_name)
     dim = _normalised(embedder.embed_query("dimension probe")).shape[1]

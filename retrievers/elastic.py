@@ -15,8 +15,14 @@ with the standard analyzer. Here a rejected mapping is an error, and an existing
 mapping differs is never touched unless ``force`` is given.
 
 Queries are the papers' BM25 setup (Adaptive-Note's ``es_retrieve.py``): a ``multi_match``
-(``best_fields``) over ``title^1.25`` and ``text``. The official code then re-ranks the top 50
-by exact title matches; that heuristic is not reproduced.
+(``best_fields``) over ``title^1.25`` and ``text``.
+
+``es:<url>/<index>?style=deepnote`` (or ``?style=ircot``) reproduces instead the index and query
+of DeepNote's/Adaptive-Note's ``es_retrieve.py`` (with its re-ranking of the top 50 by title
+match) or of IRCoT's retriever server, as they ran on Elasticsearch 7.10: ``styles.py`` says
+what each does and where it comes from. Build such an index with
+``noterag index CORPUS --es URL --index NAME --style deepnote``; a search refuses an index
+whose mapping is not the style's.
 """
 
 from __future__ import annotations
@@ -45,8 +51,10 @@ from langchain_core.documents import Document
 from pydantic import Field
 
 from .base import SearchMixin, check_k
-from .corpus import CorpusStats, Passage, iter_corpus, open_corpus
+from .corpus import CorpusStats, Passage, check_corpus, iter_corpus
 from .indexdir import ProgressReporter, require_passages
+from .spec import split_options
+from .styles import DEEPNOTE, DEFAULT_STYLE, IRCOT, Hit, Style, get_style
 
 ENV_API_KEY = "NOTERAG_ES_API_KEY"
 ENV_USER = "NOTERAG_ES_USER"
@@ -79,11 +87,68 @@ INDEX_MAPPINGS: dict[str, Any] = {
     },
 }
 
+# What Elasticsearch 7's dynamic mapping makes of a JSON string: the deepnote style's index
+# (its own mapping was rejected, see styles.py), and IRCoT's "id", which its mapping omits.
+_DYNAMIC_STRING: dict[str, Any] = {
+    "type": "text",
+    "fields": {"keyword": {"type": "keyword", "ignore_above": 256}},
+}
+_ENGLISH = {"type": "text", "analyzer": "english"}
+# style name -> (settings, mappings). One shard, Elasticsearch 7's and 8's default, said
+# explicitly so BM25's document frequencies are global whatever the cluster's template.
+STYLE_LAYOUTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    DEFAULT_STYLE: (INDEX_SETTINGS, INDEX_MAPPINGS),
+    "deepnote": (
+        {"number_of_shards": 1},
+        {
+            "dynamic": "strict",
+            "properties": {
+                name: _DYNAMIC_STRING
+                for name in (
+                    "id",
+                    "url",
+                    "title",
+                    "title_unescape",
+                    "text",
+                    "title_bigram",
+                    "title_unescape_bigram",
+                    "text_bigram",
+                )
+            },
+        },
+    ),
+    # retriever_server/build_index.py's paragraphs_index_settings, plus the dynamic "id".
+    "ircot": (
+        {"number_of_shards": 1},
+        {
+            "dynamic": "strict",
+            "properties": {
+                "id": _DYNAMIC_STRING,
+                "title": _ENGLISH,
+                "paragraph_index": {"type": "integer"},
+                "paragraph_text": _ENGLISH,
+                "url": _ENGLISH,
+                "is_abstract": {"type": "boolean"},
+            },
+        },
+    ),
+}
+
 _MAX_FAILURE_EXAMPLES = 10
 
 
 # --------------------------------------------------------------------------------------------
 # Connecting
+
+
+ES_OPTIONS = ("style",)
+
+
+def parse_es_options(argument: str) -> tuple[str, str, Style]:
+    """``"http://host:9200/index?style=deepnote"`` -> ``(url, index, style)``."""
+    location, options = split_options(argument, ES_OPTIONS, "es")
+    url, index = parse_es_spec(location)
+    return url, index, get_style(options.get("style"))
 
 
 def parse_es_spec(argument: str) -> tuple[str, str]:
@@ -256,10 +321,12 @@ def build_es_index(
     force: bool = False,
     chunk_size: int = 500,
     client: Elasticsearch | None = None,
+    style: str | None = None,
 ) -> EsBuildStats:
-    """Index a JSONL corpus into the Elasticsearch index ``index`` at ``url``.
+    """Index a corpus into the Elasticsearch index ``index`` at ``url``.
 
-    A missing index is created with ``INDEX_SETTINGS``/``INDEX_MAPPINGS``. An existing one with
+    A missing index is created with the ``style``'s layout (``STYLE_LAYOUTS``; the default:
+    ``INDEX_SETTINGS``/``INDEX_MAPPINGS``) and its documents (``Style.source``). An existing one with
     exactly that layout is added to (a passage whose id is already there is replaced); one with
     any other layout is refused unless ``force``, which deletes and recreates it. Passages are
     streamed to the bulk API in chunks of ``chunk_size``. If any passage is rejected, every
@@ -268,13 +335,14 @@ def build_es_index(
     """
     corpus_path = Path(corpus_path)
     check_index_name(index)
-    open_corpus(corpus_path).close()  # a typo in the path fails before any request
+    chosen = get_style(style)
+    check_corpus(corpus_path)  # a typo in the path fails before any request
     if client is None:
         client = connect(url)
     else:
         check_reachable(client, url)
     started = time.perf_counter()
-    created = _prepare_index(client, url, index, force)
+    created = _prepare_index(client, url, index, force, chosen)
 
     stats = CorpusStats()
     passages = iter_corpus(corpus_path, skip_bad_lines=skip_bad_lines, stats=stats)
@@ -285,7 +353,7 @@ def build_es_index(
         with ProgressReporter(progress, corpus_path, stats) as report:
             for ok, item in helpers.streaming_bulk(
                 client,
-                _actions(index, passages),
+                _actions(index, passages, chosen),
                 chunk_size=chunk_size,
                 raise_on_error=False,  # per-document failures are collected, not fatal
                 raise_on_exception=True,  # a failed request (connection, 413, 403) is fatal
@@ -329,11 +397,12 @@ def build_es_index(
     return result
 
 
-def _prepare_index(client: Elasticsearch, url: str, index: str, force: bool) -> bool:
-    """Make ``index`` exist with our layout; True if it was (re)created."""
+def _prepare_index(client: Elasticsearch, url: str, index: str, force: bool, style: Style) -> bool:
+    """Make ``index`` exist with the style's layout; True if it was (re)created."""
+    settings, mappings = STYLE_LAYOUTS[style.name]
     try:
         if client.indices.exists(index=index):
-            problem = layout_problem(client, index)
+            problem = layout_problem(client, index, style)
             if problem is None and not force:
                 return False
             if problem is not None and not force:
@@ -343,7 +412,7 @@ def _prepare_index(client: Elasticsearch, url: str, index: str, force: bool) -> 
                     "--force to delete and recreate it"
                 )
             client.indices.delete(index=index)
-        client.indices.create(index=index, settings=INDEX_SETTINGS, mappings=INDEX_MAPPINGS)
+        client.indices.create(index=index, settings=settings, mappings=mappings)
     except elasticsearch.ApiError as exc:
         # Never ignored (the official script's ignore=400 hid a rejected mapping).
         raise NoteragError(
@@ -353,13 +422,14 @@ def _prepare_index(client: Elasticsearch, url: str, index: str, force: bool) -> 
     return True
 
 
-def layout_problem(client: Elasticsearch, index: str) -> str | None:
-    """How the existing ``index`` differs from ``INDEX_MAPPINGS``/``INDEX_SETTINGS``, or None."""
+def layout_problem(client: Elasticsearch, index: str, style: Style | None = None) -> str | None:
+    """How the existing ``index`` differs from the style's layout (``STYLE_LAYOUTS``), or None."""
+    expected_settings, expected_mappings = STYLE_LAYOUTS[(style or get_style(None)).name]
     mappings = _single_value(client.indices.get_mapping(index=index)).get("mappings", {})
-    if str(mappings.get("dynamic", "true")) != INDEX_MAPPINGS["dynamic"]:
+    if str(mappings.get("dynamic", "true")) != expected_mappings["dynamic"]:
         return f"dynamic mapping is {mappings.get('dynamic', 'true')!r}, not 'strict'"
     properties = mappings.get("properties", {})
-    for name, expected in INDEX_MAPPINGS["properties"].items():
+    for name, expected in expected_mappings["properties"].items():
         actual = properties.get(name)
         if actual is None:
             return f"no field {name!r}"
@@ -369,12 +439,14 @@ def layout_problem(client: Elasticsearch, index: str) -> str | None:
         extra = sorted(set(actual) - set(expected))
         if extra:
             return f"field {name!r} also sets {', '.join(extra)}"
-    extra_fields = sorted(set(properties) - set(INDEX_MAPPINGS["properties"]))
+    extra_fields = sorted(set(properties) - set(expected_mappings["properties"]))
     if extra_fields:
         return f"extra fields {', '.join(extra_fields)}"
+    if "similarity" not in expected_settings:
+        return None  # Elasticsearch's default BM25 (k1=1.2, b=0.75), as the papers ran it
     settings = _single_value(client.indices.get_settings(index=index)).get("settings", {})
     similarity = settings.get("index", {}).get("similarity", {}).get(SIMILARITY_NAME)
-    expected_similarity = INDEX_SETTINGS["similarity"][SIMILARITY_NAME]
+    expected_similarity = expected_settings["similarity"][SIMILARITY_NAME]
     # Elasticsearch returns setting values as strings ("1.2").
     if similarity is None or any(
         str(similarity.get(key)) != str(value) for key, value in expected_similarity.items()
@@ -391,13 +463,13 @@ def _single_value(response: Any) -> dict[str, Any]:
     return next(iter(body.values()))
 
 
-def _actions(index: str, passages: Iterator[Passage]) -> Iterator[dict[str, Any]]:
+def _actions(index: str, passages: Iterator[Passage], style: Style) -> Iterator[dict[str, Any]]:
     for passage in passages:
         yield {
             "_op_type": "index",
             "_index": index,
             "_id": passage["id"],
-            "_source": {"id": passage["id"], "title": passage["title"], "text": passage["text"]},
+            "_source": style.source(passage),
         }
 
 
@@ -431,17 +503,60 @@ def bm25_query_body(query: str, k: int = 5) -> dict[str, Any]:
     }
 
 
-def hit_to_document(hit: Mapping[str, Any]) -> Document:
-    source = hit.get("_source") or {}
-    passage_id = str(source.get("id", hit.get("_id", "")))
-    return Document(
-        page_content=source.get("text", ""),
-        id=passage_id,
-        metadata={
-            "id": passage_id,
-            "title": source.get("title", ""),
-            "score": float(hit.get("_score") or 0.0),
+def deepnote_query_body(query: str, k: int = 5) -> dict[str, Any]:
+    """DeepNote's/Adaptive-Note's ``single_text_query`` body (``es_retrieve.py``), with the
+    ``size`` they pass as a parameter: ``max(topn, rerank_topn=50)``."""
+    fields = [f"{name}^{boost:g}" if boost != 1 else name for name, boost in DEEPNOTE.fields]
+    return {
+        "query": {"multi_match": {"query": query, "fields": fields}},
+        "timeout": "100s",
+        "size": DEEPNOTE.hits_wanted(k),
+    }
+
+
+def ircot_query_body(query: str, k: int = 5) -> dict[str, Any]:
+    """IRCoT's ``retrieve_paragraphs`` body for ``document_type="title_paragraph_text"``
+    (``elasticsearch_retriever.py``; empty ``must`` dropped, as it does)."""
+    return {
+        "size": IRCOT.hits_wanted(k),
+        "_source": ["id", "title", "paragraph_text", "url", "is_abstract", "paragraph_index"],
+        "query": {
+            "bool": {
+                "should": [
+                    {"match": {"paragraph_text": query}},
+                    {"match": {"title": query}},
+                ]
+            }
         },
+    }
+
+
+QUERY_BODIES: dict[str, Callable[[str], dict[str, Any]]] = {
+    DEFAULT_STYLE: bm25_query_body,
+    "deepnote": deepnote_query_body,
+    "ircot": ircot_query_body,
+}
+
+
+def hit_to_document(hit: Mapping[str, Any], style: Style | None = None) -> Document:
+    return _document(_hit(hit, style or get_style(None)))
+
+
+def _hit(hit: Mapping[str, Any], style: Style) -> Hit:
+    source = hit.get("_source") or {}
+    return Hit(
+        id=str(source.get("id", hit.get("_id", ""))),
+        title=source.get("title", ""),
+        text=source.get(style.text_field, ""),
+        score=float(hit.get("_score") or 0.0),
+    )
+
+
+def _document(hit: Hit) -> Document:
+    return Document(
+        page_content=hit.text,
+        id=hit.id,
+        metadata={"id": hit.id, "title": hit.title, "score": hit.score},
     )
 
 
@@ -449,13 +564,15 @@ class ElasticsearchBM25Retriever(SearchMixin, ElasticsearchRetriever):
     """langchain-elasticsearch's ``ElasticsearchRetriever`` with noterag's BM25 query and documents.
 
     ``k`` is the default number of passages; ``invoke(query, k=3)`` overrides it per call.
-    ``body_func`` (query -> search body) replaces the default ``bm25_query_body``; its
-    ``size`` is always set to ``k``. Pass ``client`` or ``es_url`` (credentials as arguments or
-    from the ``NOTERAG_ES_*`` environment).
+    ``style`` (``styles.py``) picks the query, how many hits it asks for and their
+    re-ranking; ``body_func`` (query -> search body) replaces the style's query, its ``size``
+    always set to ``k`` (or the style's buffer). Pass ``client`` or ``es_url`` (credentials as
+    arguments or from the ``NOTERAG_ES_*`` environment).
     """
 
     k: int = Field(default=5, ge=0)
     url: str = ""
+    style: Style = Field(default_factory=lambda: get_style(None))
 
     def __init__(
         self,
@@ -468,19 +585,23 @@ class ElasticsearchBM25Retriever(SearchMixin, ElasticsearchRetriever):
         es_api_key: str | None = None,
         es_user: str | None = None,
         es_password: str | None = None,
+        style: str | Style | None = None,
     ) -> None:
+        chosen = style if isinstance(style, Style) else get_style(style)
         if client is None:
             if es_url is None:
                 raise ConfigError("ElasticsearchBM25Retriever needs client or es_url")
             client = connect(es_url, api_key=es_api_key, user=es_user, password=es_password)
+        default_body = QUERY_BODIES[chosen.name]
         super().__init__(
             index_name=index_name,
-            body_func=body_func or bm25_query_body,
-            document_mapper=hit_to_document,
+            body_func=body_func or default_body,  # its size is set per search
+            document_mapper=lambda hit: hit_to_document(hit, chosen),
             client=client,
         )
         self.k = check_k(k)
         self.url = es_url or _client_url(client)
+        self.style = chosen
 
     def search(self, query: str, k: int | None = None) -> list[Document]:
         """The top ``k`` passages as Documents, without LangChain callbacks."""
@@ -488,7 +609,7 @@ class ElasticsearchBM25Retriever(SearchMixin, ElasticsearchRetriever):
         if k == 0:
             return []
         body = dict(self.body_func(query))
-        body["size"] = k
+        body["size"] = self.style.hits_wanted(k)
         try:
             result = self.client.search(index=self.index_name, body=body)
         except elasticsearch.NotFoundError:
@@ -505,7 +626,8 @@ class ElasticsearchBM25Retriever(SearchMixin, ElasticsearchRetriever):
             raise ElasticsearchUnavailableError(
                 f"cannot reach Elasticsearch at {self.url}; {START_HINT}"
             ) from None
-        return [hit_to_document(hit) for hit in result["hits"]["hits"]]
+        hits = [_hit(hit, self.style) for hit in result["hits"]["hits"]]
+        return [_document(hit) for hit in self.style.postprocess(query, hits, k)]
 
 
 def _client_url(client: Elasticsearch) -> str:
@@ -517,12 +639,25 @@ def _client_url(client: Elasticsearch) -> str:
 
 
 def load_es_retriever(argument: str, k: int = 5) -> ElasticsearchBM25Retriever:
-    """The retriever for ``"es:<argument>"``; fails now if the server or the index is missing."""
-    url, index = parse_es_spec(argument)
+    """The retriever for ``"es:<argument>"`` (``<url>/<index>[?style=NAME]``); fails now if the
+    server or the index is missing, or the index was not built for the style."""
+    url, index, style = parse_es_options(argument)
     client = connect(url)
     if not client.indices.exists(index=index):
         raise IndexNotFoundError(
             f"no Elasticsearch index {index!r} at {url}; build it with "
-            f"`noterag index CORPUS --es {url} --index {index}`"
+            f"`noterag index CORPUS --es {url} --index {index}{_style_flag(style)}`"
         )
-    return ElasticsearchBM25Retriever(index, client=client, k=k, es_url=url)
+    problem = layout_problem(client, index, style)
+    if problem is not None and style.name != DEFAULT_STYLE:
+        # A style's query names fields only its own layout has: refused now, not mid-run.
+        raise ConfigError(
+            f"Elasticsearch index {index!r} at {url} was not built for style {style.name!r} "
+            f"({problem}); build one with `noterag index CORPUS --es {url} --index NAME"
+            f"{_style_flag(style)}`"
+        )
+    return ElasticsearchBM25Retriever(index, client=client, k=k, es_url=url, style=style)
+
+
+def _style_flag(style: Style) -> str:
+    return "" if style.name == DEFAULT_STYLE else f" --style {style.name}"

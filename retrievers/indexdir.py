@@ -35,6 +35,7 @@ from noterag._fs import atomic_write_json, fsync_dir
 from noterag.errors import ConfigError, CorpusError, IndexNotFoundError, NoteragError
 
 from .corpus import CorpusStats
+from .corpus_formats import corpus_bytes
 
 MANIFEST_NAME = "noterag-index.json"
 
@@ -373,7 +374,7 @@ class ProgressReporter:
                 console=Console(stderr=True),
             )
             self._task = self._progress.add_task(
-                corpus_path.name, total=corpus_path.stat().st_size, passages=0
+                corpus_path.name, total=corpus_bytes(corpus_path), passages=0
             )
 
     def __enter__(self) -> Callable[[], None]:

@@ -23,6 +23,10 @@ A spec is ``SCHEME:LOCATION`` or a bare path. The rule, in order:
 scheme's location (a scheme in ``INDEX_KINDS``, today ``bm25`` and ``dense``) becomes an
 absolute path with ``~`` expanded, and each part of a ``hybrid:`` list is normalized in turn.
 Other locations (``es:`` URLs) are kept as written.
+
+A location may end in options, ``?key=value&key=value`` (``es:<url>/<index>?style=deepnote``,
+``dense:<dir>?model=bge-base-en-v1.5``): each scheme names the keys it takes
+(``split_options``); they are kept as written by ``normalize_spec``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 from noterag.errors import ConfigError, IndexNotFoundError
 
@@ -101,6 +106,31 @@ def list_parts(spec: RetrieverSpec) -> list[str]:
     return parts
 
 
+_OPTIONS = re.compile(r"[a-z_]+=[^&=?]*(?:&[a-z_]+=[^&=?]*)*")
+
+
+def split_options(location: str, known: tuple[str, ...], scheme: str) -> tuple[str, dict[str, str]]:
+    """``"dir?model=x"`` -> ``("dir", {"model": "x"})``: a location's trailing options.
+
+    Only a last ``?`` followed by ``key=value`` pairs starts options (so a path holding a ``?``
+    elsewhere stays a path); a key not in ``known``, or one given twice, is a ``ConfigError``.
+    """
+    head, sep, tail = location.rpartition("?")
+    if not sep or not _OPTIONS.fullmatch(tail):
+        return location, {}
+    options: dict[str, str] = {}
+    for key, value in parse_qsl(tail, keep_blank_values=True):
+        if key not in known:
+            allowed = ", ".join(known) or "none"
+            raise ConfigError(f"{scheme}: spec option {key!r} is unknown (known: {allowed})")
+        if key in options:
+            raise ConfigError(f"{scheme}: spec option {key!r} is given twice")
+        if not value.strip():
+            raise ConfigError(f"{scheme}: spec option {key!r} has no value")
+        options[key] = value.strip()
+    return head, options
+
+
 def normalize(spec: RetrieverSpec) -> RetrieverSpec:
     """``spec`` with absolute directory locations (see the module's docstring)."""
     _, index_kinds = _registry()
@@ -108,7 +138,11 @@ def normalize(spec: RetrieverSpec) -> RetrieverSpec:
         parts = [str(normalize(parse_spec(part))) for part in list_parts(spec)]
         return RetrieverSpec(spec.scheme, ",".join(parts))
     if spec.scheme in index_kinds.values():
-        return RetrieverSpec(spec.scheme, str(Path(spec.location).expanduser().resolve()))
+        location, sep, options = spec.location.rpartition("?")
+        if not sep or not _OPTIONS.fullmatch(options):
+            location, sep, options = spec.location, "", ""
+        absolute = str(Path(location).expanduser().resolve())
+        return RetrieverSpec(spec.scheme, absolute + sep + options)
     return spec
 
 

@@ -4,7 +4,9 @@ No Elasticsearch server can be installed on these machines; this one answers the
 endpoints noterag uses (ping/info, index exists/create/delete, mapping and settings, bulk,
 refresh, count, search) the way Elasticsearch does, so the real ``elasticsearch`` client and
 ``helpers.streaming_bulk`` run unchanged and the tests can read what went over the wire.
-Search "scoring" is a word-overlap count: enough to return documents, not to test ranking.
+Search "scoring" is a word-overlap count in the query's structure (the best boosted field of a
+``multi_match``, the sum of a ``bool``'s ``match`` clauses): enough to return documents and to
+see a re-ranking move them, not to test BM25.
 """
 
 from __future__ import annotations
@@ -180,21 +182,44 @@ class FakeElasticsearch:
         return 200, {"took": 1, "errors": errors, "items": items}
 
     def _search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
-        query = body.get("query", {}).get("multi_match", {}).get("query", "")
-        words = set(re.findall(r"\w+", query.lower()))
+        score = _scorer(body.get("query", {}))
         scored = []
         for doc_id, source in self.docs[index].items():
-            title = set(re.findall(r"\w+", source.get("title", "").lower()))
-            text = set(re.findall(r"\w+", source.get("text", "").lower()))
-            score = 1.25 * len(words & title) + len(words & text)
-            if score > 0:
-                scored.append((score, doc_id, source))
+            value = score(source)
+            if value > 0:
+                scored.append((value, doc_id, source))
         scored.sort(key=lambda hit: (-hit[0], hit[1]))
         hits = [
-            {"_index": index, "_id": doc_id, "_score": score, "_source": source}
-            for score, doc_id, source in scored[: body.get("size", 10)]
+            {"_index": index, "_id": doc_id, "_score": value, "_source": source}
+            for value, doc_id, source in scored[: body.get("size", 10)]
         ]
         return {"took": 1, "timed_out": False, "hits": {"max_score": None, "hits": hits}}
+
+
+def _words(text: Any) -> set[str]:
+    return set(re.findall(r"\w+", str(text).lower()))
+
+
+def _scorer(query: dict[str, Any]) -> Any:
+    """A document -> score function with the query's structure and word overlap for BM25:
+    ``multi_match`` takes the best boosted field (``best_fields``), a ``bool`` sums its
+    ``should`` ``match`` clauses."""
+    if "multi_match" in query:
+        spec = query["multi_match"]
+        words = _words(spec.get("query", ""))
+        fields = []
+        for entry in spec.get("fields", []):
+            name, _, boost = entry.partition("^")
+            fields.append((name, float(boost or 1)))
+        return lambda source: max(
+            (boost * len(words & _words(source.get(name, ""))) for name, boost in fields),
+            default=0,
+        )
+    clauses = query.get("bool", {}).get("should", [])
+    matches = [next(iter(clause["match"].items())) for clause in clauses if "match" in clause]
+    return lambda source: sum(
+        len(_words(text) & _words(source.get(name, ""))) for name, text in matches
+    )
 
 
 def _error(status: int, kind: str, reason: str) -> dict[str, Any]:

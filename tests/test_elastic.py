@@ -201,7 +201,8 @@ def test_query_body_and_documents(loaded: FakeElasticsearch) -> None:
     assert [d.id for d in docs] == ["p1", "p5"]
     top = docs[0]
     assert top.page_content == PASSAGES[0]["text"]
-    assert top.metadata == {"id": "p1", "title": "Volcano", "score": 3.25}
+    # best_fields: the better field, text (2 words), over title (1.25 x 1 word); not their sum.
+    assert top.metadata == {"id": "p1", "title": "Volcano", "score": 2.0}
 
 
 def test_k_per_invoke_and_zero(loaded: FakeElasticsearch) -> None:

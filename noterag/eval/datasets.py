@@ -47,7 +47,7 @@ import hashlib
 import itertools
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,18 +144,27 @@ def load_dataset(
 
 
 def pool_corpus(
-    dataset_path: str | Path,
+    dataset_path: str | Path | Sequence[str | Path],
     out_path: str | Path,
     *,
     format: str | None = None,
     stats: PoolStats | None = None,
+    progress: Callable[[str, PoolStats], None] | None = None,
 ) -> int:
     """Pool the paragraphs of every question into a corpus JSONL; return the passages written.
 
+    ``progress(file name, stats)`` is called as each file starts and every 1,000 passages.
+
+    ``dataset_path`` is a dataset file, several (pooled together, as IRCoT pooled each
+    dataset's train, dev and test files into its corpus), or a folder: one of ours (its
+    ``questions.jsonl``) or an IRCoT ``raw_data/<dataset>/`` folder (``IRCOT_RAW_FILES``: the
+    files IRCoT's ``retriever_server/build_index.py`` indexes, in its order).
+
     Lines are ``{"id", "title", "text"}``, deduplicated on title *and* text (MuSiQue has distinct
-    paragraphs sharing a title), in first-seen order. A passage's id is the first 16 hex digits
-    of the SHA-1 of ``[title, text]``: the same paragraph gets the same id whatever subset or
-    order it was pooled from, so runs over different pools stay comparable.
+    paragraphs sharing a title; IRCoT's and DeepNote's index scripts dedup on the same pair),
+    in first-seen order. A passage's id is the first 16 hex digits of the SHA-1 of
+    ``[title, text]``: the same paragraph gets the same id whatever subset or order it was
+    pooled from, so runs over different pools stay comparable.
 
     HotpotQA/2Wiki sentences are joined with one space, as IRCoT's processing did; HotpotQA's
     sentences carry their own leading space, so its paragraphs keep the double spaces found in
@@ -167,20 +176,61 @@ def pool_corpus(
     a format that carries no paragraphs.
     """
     stats = stats if stats is not None else PoolStats()
-    source = _resolve(dataset_path)
+    paths = [dataset_path] if isinstance(dataset_path, (str, Path)) else list(dataset_path)
+    sources = [source for path in paths for source in _resolve_all(path)]
     out = Path(out_path)
-    if out.resolve() == source.resolve():
-        raise DatasetError(f"refusing to overwrite the dataset with its corpus: {out}")
-    records, fmt = _open_dataset(source, format)
-    if fmt not in PARAGRAPH_FORMATS:
-        raise DatasetError(
-            f"{source.name} has no paragraphs to pool ({fmt} format holds questions only)"
-        )
+    for source in sources:
+        if out.resolve() == source.resolve():
+            raise DatasetError(f"refusing to overwrite the dataset with its corpus: {out}")
 
-    passages = _distinct_passages(records, fmt, stats)
-    written = _write_atomically(out, passages, f"{source.name} has no paragraphs to pool")
+    def passages() -> Iterator[dict[str, str]]:
+        seen: set[Paragraph] = set()
+        for source in sources:
+            records, fmt = _open_dataset(source, format)
+            if fmt not in PARAGRAPH_FORMATS:
+                raise DatasetError(
+                    f"{source.name} has no paragraphs to pool ({fmt} format holds questions only)"
+                )
+            if progress is not None:
+                progress(source.name, stats)
+            for passage in _distinct_passages(records, fmt, stats, seen):
+                stats.passages += 1  # so far; the count written replaces it at the end
+                if progress is not None and stats.passages % 1000 == 0:
+                    progress(source.name, stats)
+                yield passage
+
+    names = ", ".join(source.name for source in sources)
+    written = _write_atomically(out, passages(), f"{names} has no paragraphs to pool")
     stats.passages = written
     return written
+
+
+# IRCoT's raw_data/<dataset>/ files that build_index.py pools into each corpus, in its order
+# (StonyBrookNLP/ircot retriever_server/build_index.py, make_*_documents).
+IRCOT_RAW_FILES = {
+    "2wikimultihopqa": ("train.json", "dev.json", "test.json"),
+    "musique": tuple(
+        f"musique_{kind}_v1.0_{split}.jsonl"
+        for kind in ("ans", "full")
+        for split in ("dev", "test", "train")
+    ),
+}
+
+
+def _resolve_all(path: str | Path) -> list[Path]:
+    """The dataset files ``path`` stands for (see ``pool_corpus``)."""
+    path = Path(path)
+    if path.is_dir() and not (path / "questions.jsonl").is_file():
+        for names in IRCOT_RAW_FILES.values():
+            present = [path / name for name in names if (path / name).is_file()]
+            if present:
+                return present
+        expected = "; ".join(", ".join(names) for names in IRCOT_RAW_FILES.values())
+        raise DatasetError(
+            f"dataset path is a directory without questions.jsonl nor IRCoT's raw files "
+            f"({expected}): {path}"
+        )
+    return [_resolve(path)]
 
 
 # --------------------------------------------------------------------------- reading
@@ -221,9 +271,8 @@ def _dataset_from_path(path: Path) -> str:
 
 
 def _distinct_passages(
-    records: Iterable[Record], fmt: str, stats: PoolStats
+    records: Iterable[Record], fmt: str, stats: PoolStats, seen: set[Paragraph]
 ) -> Iterator[dict[str, str]]:
-    seen: set[Paragraph] = set()
     for record in records:
         stats.questions += 1
         paragraphs = parse_paragraphs(fmt, record)
