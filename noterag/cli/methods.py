@@ -14,6 +14,7 @@ PROFILE_NOTES = {
     "paper": "the printed paper's method",
     "official": "reproduces the official code: the configuration that produced the published "
     "numbers",
+    "original": "the baseline as its own paper and code ran it (docs/deviations.md)",
 }
 
 
