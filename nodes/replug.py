@@ -111,7 +111,7 @@ def retrieve(deps: Deps) -> Runnable:
 
     def prepare(state: Mapping[str, Any]) -> tuple[Any, Any, Any, list[tuple[str, str]]]:
         runtime = get_runtime()
-        ctx = resolve_context(deps.context_schema, runtime.context)
+        ctx: Any = resolve_context(deps.context_schema, runtime.context)
         task = state.get("task") or ctx.task
         prompt_set = deps.prompts[deps.profile(ctx, state).name]
         prompt_set.answer_for(task)

@@ -97,7 +97,8 @@ class RunContext:
         # context is made (a dict resolved here, LangGraph's own coercion of a dict context,
         # the Python API) calls the class with the given settings by name.
         self = super().__new__(cls)
-        self._given = frozenset(kwargs)
+        # not a dataclass field: no setting, no part of the context's equality or schema
+        object.__setattr__(self, "_given", frozenset(kwargs))
         return self
 
     @classmethod
@@ -108,7 +109,7 @@ class RunContext:
 
     def __post_init__(self) -> None:
         if self.profile == "original":
-            given = getattr(self, "_given", frozenset())
+            given: frozenset[str] = getattr(self, "_given", frozenset())
             for name, value in type(self).ORIGINAL.items():
                 if name not in given:
                     setattr(self, name, value)
