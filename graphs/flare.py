@@ -36,7 +36,8 @@ Adaptive-Note, DeepNote and Amber only name it; ReSP runs FlashRAG's pipeline (b
 those papers run every method with 5 passages per retrieval (the original: 2). max_steps 10
 sentences: the original's loop ends at 256 tokens only; noterag also caps the sentences (and so
 the calls) of a model that writes short ones. The exemplars' passages: ``demo_top_k`` (None: as
-many as ``top_k``, the original's one ``topk``; 0: none).
+many as ``top_k``, the original's one ``topk``; 0: none). ``profile="original"`` sets the
+original's top_k 2 and lifts the sentence cap (``FlareContext.ORIGINAL``).
 
 Where noterag differs from the original: sentences are cut by a rule instead of NLTK's Punkt
 (noterag.nodes.flare); the queries are not cut to 64 GPT-2 tokens (max_query_length: a

@@ -23,9 +23,12 @@ answers from every collected paragraph after the loop; ``qa_reader=True`` does t
 (``qa_reader=False``) a concluded loop answers with its own sentence and only a loop that hit
 its cap calls the reader, the cap's answer as the original gives it.
 
-Defaults: greedy decoding (temperature 0, the original's GPT3Generator), top_k 5 (ReSP Table 2 runs every baseline with 5 documents per retrieval; IRCoT
-tuned K in {2, 4, 6, 8} per dataset), max_steps 10 and max_passages 15 (the original's; ReSP
-does not state them), HotpotQA's demonstrations, prompt set 1.
+Defaults: greedy decoding (temperature 0, the original's GPT3Generator), top_k 5 (ReSP Table 2
+runs every baseline with 5 documents per retrieval; IRCoT tuned K in {2, 4, 6, 8} per dataset),
+max_steps 10 and max_passages 15 (the original's; ReSP does not state them), HotpotQA's
+demonstrations, prompt set 1. ``profile="original"`` runs IRCoT QA as the paper reports it: the
+reader after every loop, K 6 (the configs' value before tuning), top_p 1 and 300 tokens
+(GPT3Generator's); ``IRCoTContext.ORIGINAL`` has the sources.
 
 Where noterag differs from the original: passages are deduplicated by id (the original: by a
 90% fuzzy match of title and text), the first sentence is cut by a rule instead of spaCy, the

@@ -23,11 +23,16 @@ prompt is not the same prefix); and it would cost one call per passage per answe
 
 Defaults. top_k 5: ReSP (Table 2), the paper of ours that compares against REPLUG, runs every
 method with the top-5 documents (the original: 10, ``--n_docs``). Temperature 0 (the original's
-``temp=0``), at most 10 tokens per pass (``--maxlen 10``), a newline ends a pass.
+``temp=0``), at most 10 tokens per pass (``--maxlen 10``), a newline ends a pass. No few-shot
+demonstrations unless the run names a dataset file to take them from (``demos_file``,
+``max_demos``): the original shows the first 16 questions of its QA data file, each with its
+top-1 document, and its repository holds neither. ``profile="original"`` sets top_k 10 and
+max_demos 16, and so needs ``demos_file``.
 
-Where noterag differs from the original: no few-shot demonstrations (the original shows 16 from
-the QA data files, each with its top-1 document; the repository holds neither); no passage
-retrieved: one closed-book pass answers (the original always has passages). The weights are
+Where noterag differs from the original: the authors' demonstration files are not shipped (the
+run gives its own); a test question that is one of the demonstrations is answered (the original
+skips it); no passage retrieved: one closed-book pass answers (the original always has
+passages). The weights are
 the softmax of whatever the retriever scores: a dense retriever's similarities (Contriever in
 the paper) give smooth weights, BM25's larger scores give weights close to the top passage's
 alone (its score minus the next one's, in nats).

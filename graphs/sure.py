@@ -19,9 +19,9 @@ default retrieval_topk, whose setup ReSP follows, is 5 too); SuRe's own paper an
 N = 10 (``--n_retrieval 10``). n_candidates K = 2: SuRe's paper and code (p_can asks for "two
 correct candidates"; ReSP sets none). Temperature 0 for every call unless the run sets one:
 the official code's (``api_query(..., temp=0)``), where noterag's other paper profiles leave the
-model's own. SuRe has only the ``paper`` profile: its prompts already are the official code's,
-and noterag.profiles reproduces only thunlp's official codes (the parsing quirks of SuRe's,
-listed below, are not reproduced).
+model's own. ``profile="original"`` retrieves SuRe's own N = 10; it has no ``official``
+profile: its prompts already are the official code's, and noterag.profiles reproduces only
+thunlp's official codes (the parsing quirks of SuRe's, listed below, are not reproduced).
 
 Where the official code (bbuing9/ICLR24_SuRe, functions/) differs:
 - passages: it cycles through the retrieved ones when there are fewer than --n_retrieval;
