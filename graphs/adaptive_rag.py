@@ -35,13 +35,13 @@ Defaults: greedy decoding on every route (temperature 0: the authors' GPT3Genera
 IRCoT's), route C's demonstrations the authors' (their repository's ``gold_with_1_distractors``
 files: ``demo_files="adaptive-rag"``), top_k 5 for both retrieving routes and BM25 (Amber, which
 compares against Adaptive-RAG, runs every baseline with the same BM25 retriever and top-k),
-IRCoT's own settings
-for route C (max_steps 10, max_passages 15, HotpotQA's demonstrations; graphs/ircot.py), task
-multihop only (IRCoT has no other answer prompt). The authors' configurations retrieve 15
-paragraphs for their single-step route and 6 per step for IRCoT
+IRCoT's own settings for route C (max_steps 10, max_passages 15, HotpotQA's demonstrations;
+graphs/ircot.py), task multihop only (IRCoT has no other answer prompt). The authors'
+configurations retrieve 15 paragraphs for their single-step route and 6 per step for IRCoT
 (``bm25_retrieval_count`` of ``oner_qa_*`` / ``ircot_qa_*`` as ``predict_complexity_on_
-classification_results.py`` reads them); they ran all three strategies on every question and
-picked each question's by its class afterwards, which gives the same answers.
+classification_results.py`` reads them; ``profile="original"``: ``single_step_top_k`` 15,
+``top_k`` 6); they ran all three strategies on every question and picked each question's by
+its class afterwards, which gives the same answers.
 
 FlashRAG's AdaptivePipeline (``flashrag/pipeline/pipeline.py``) routes the same way with the
 authors' classifier (``AdaptiveJudger``: the same argmax over A/B/C), to its own no-retrieval
@@ -87,12 +87,12 @@ class AdaptiveRAGContext(IRCoTContext):
     # runs "ircot_qa_<model>_<dataset>____prompt_set_1___bm25_retrieval_count__6___
     # distractor_count__1"; base_configs/ircot_qa_gpt_<dataset>.jsonnet: the reader answers after
     # every loop), with GPT3Generator's sampling (commaqa/models/gpt3generator.py: temperature
-    # 0, top_p 1, max_tokens 300). One top_k serves both retrieving routes: the authors' single-
-    # step route retrieved 15 (lines 24-29, "oner_qa_..._bm25_retrieval_count__15"), docs/
-    # deviations.md.
+    # 0, top_p 1, max_tokens 300); route B retrieves 15 (lines 24-29, the runs "oner_qa_<model>_
+    # <dataset>____prompt_set_1___bm25_retrieval_count__15___distractor_count__1").
     ORIGINAL: ClassVar[Mapping[str, Any]] = {
         "qa_reader": True,
         "top_k": 6,
+        "single_step_top_k": 15,
         "top_p": 1.0,
         "max_tokens": 300,
     }
@@ -114,6 +114,13 @@ class AdaptiveRAGContext(IRCoTContext):
             "gold_with_2_distractors files (IRCoT's default)."
         },
     )
+    single_step_top_k: int | None = field(
+        default=None,
+        metadata={
+            "description": "Passages route B (single-step) retrieves; None: top_k, as route C's "
+            "(the authors' single-step runs: 15; profile=original sets it)."
+        },
+    )
     fallback_class: Literal["A", "B", "C"] = field(
         default="B",
         metadata={
@@ -126,6 +133,10 @@ class AdaptiveRAGContext(IRCoTContext):
         super().__post_init__()
         if self.task != "multihop":
             raise ConfigError(f"adaptive-rag answers task multihop only, not {self.task!r}")
+        if self.single_step_top_k is not None and self.single_step_top_k < 1:
+            raise ConfigError(
+                f"single_step_top_k must be at least 1 or None, not {self.single_step_top_k}"
+            )
         if self.fallback_class not in COMPLEXITIES:
             raise ConfigError(
                 f"fallback_class must be one of {', '.join(COMPLEXITIES)}, not {self.fallback_class!r}"

@@ -197,6 +197,18 @@ def test_every_route_decodes_greedily_as_the_authors_generator(complexity: str):
     assert model.kwargs_for() == [{"temperature": 0.0}] * len(model.calls)
 
 
+@pytest.mark.parametrize(
+    ("context", "k"),
+    [({}, 5), ({"profile": "original"}, 15), ({"single_step_top_k": 3}, 3), ({"top_k": 4}, 4)],
+)
+def test_route_b_retrieves_its_own_k_where_one_is_set(context: dict[str, Any], k: int):
+    # starsuzi/Adaptive-RAG @ 0c88670: the single-step runs "oner_qa_..._bm25_retrieval_count__15"
+    model, retriever = ScriptedModel(script=script("B")), RecordingRetriever(passages=CORPUS)
+    graph = adaptive_rag.build(model=model, retriever=retriever)
+    graph.invoke({"question": QUESTION}, context=SHORT | context)
+    assert retriever.queries == [(QUESTION, k)]
+
+
 def test_the_original_profile_retrieves_six_and_always_reads_with_the_qa_reader():
     model, retriever = ScriptedModel(script=script("C")), RecordingRetriever(passages=CORPUS)
     graph = adaptive_rag.build(model=model, retriever=retriever)
