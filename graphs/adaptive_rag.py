@@ -31,14 +31,17 @@ that is not a chat model, or a plain function, e.g. the authors' classifier thro
 langchain-huggingface: it is wrapped (noterag.models.runnable.RunnableModel) and reads the
 question alone, as the authors' does; its replies are parsed like the prompted model's.
 
-Defaults: top_k 5 for both retrieving routes and BM25 (Amber, which compares against
-Adaptive-RAG, runs every baseline with the same BM25 retriever and top-k), IRCoT's own settings
-for route C (max_steps 10, max_passages 15, HotpotQA's demonstrations; graphs/ircot.py), task
-multihop only (IRCoT has no other answer prompt). The authors' configurations retrieve 15
-paragraphs for their single-step route and 6 per step for IRCoT
+Defaults: greedy decoding on every route (temperature 0: the authors' GPT3Generator, as
+IRCoT's), route C's demonstrations the authors' (their repository's ``gold_with_1_distractors``
+files: ``demo_files="adaptive-rag"``), top_k 5 for both retrieving routes and BM25 (Amber, which
+compares against Adaptive-RAG, runs every baseline with the same BM25 retriever and top-k),
+IRCoT's own settings for route C (max_steps 10, max_passages 15, HotpotQA's demonstrations;
+graphs/ircot.py), task multihop only (IRCoT has no other answer prompt). The authors'
+configurations retrieve 15 paragraphs for their single-step route and 6 per step for IRCoT
 (``bm25_retrieval_count`` of ``oner_qa_*`` / ``ircot_qa_*`` as ``predict_complexity_on_
-classification_results.py`` reads them); they ran all three strategies on every question and
-picked each question's by its class afterwards, which gives the same answers.
+classification_results.py`` reads them; ``profile="original"``: ``single_step_top_k`` 15,
+``top_k`` 6); they ran all three strategies on every question and picked each question's by
+its class afterwards, which gives the same answers.
 
 FlashRAG's AdaptivePipeline (``flashrag/pipeline/pipeline.py``) routes the same way with the
 authors' classifier (``AdaptiveJudger``: the same argmax over A/B/C), to its own no-retrieval
@@ -51,14 +54,14 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.errors import ConfigError
 from noterag.graphs.ircot import ENTRY_CARDS as IRCOT_CARDS
-from noterag.graphs.ircot import IRCoTContext, thought_line
+from noterag.graphs.ircot import GREEDY, IRCoTContext, thought_line
 from noterag.graphs.single_pass import single_pass_trace
 from noterag.models.runnable import pluggable
 from noterag.nodes import ircot
@@ -79,11 +82,43 @@ class AdaptiveRAGContext(IRCoTContext):
     (max_steps, max_passages, demos, prompt_set, max_demos, prompt_tokens, qa_reader); top_k is
     every retrieval's."""
 
+    # profile="original": route C as the authors ran it (starsuzi/Adaptive-RAG @ 0c88670,
+    # classifier/postprocess/predict_complexity_on_classification_results.py, lines 17-22: the
+    # runs "ircot_qa_<model>_<dataset>____prompt_set_1___bm25_retrieval_count__6___
+    # distractor_count__1"; base_configs/ircot_qa_gpt_<dataset>.jsonnet: the reader answers after
+    # every loop), with GPT3Generator's sampling (commaqa/models/gpt3generator.py: temperature
+    # 0, top_p 1, max_tokens 300); route B retrieves 15 (lines 24-29, the runs "oner_qa_<model>_
+    # <dataset>____prompt_set_1___bm25_retrieval_count__15___distractor_count__1").
+    ORIGINAL: ClassVar[Mapping[str, Any]] = {
+        "qa_reader": True,
+        "top_k": 6,
+        "single_step_top_k": 15,
+        "top_p": 1.0,
+        "max_tokens": 300,
+    }
+
     task: Literal["multihop"] = field(
         default="multihop",
         metadata={
             "description": "Answer style: multihop (short answer) only, as IRCoT (route C) has no "
             "other answer prompt. The input's `task` overrides it."
+        },
+    )
+    demo_files: Literal["ircot", "adaptive-rag"] = field(
+        default="adaptive-rag",
+        metadata={
+            "description": "Route C's demonstration files: adaptive-rag, the authors' own "
+            "gold_with_1_distractors files, which their runs read (starsuzi/Adaptive-RAG @ "
+            "0c88670, the 'distractor_count__1' runs of classifier/postprocess/"
+            "predict_complexity_on_classification_results.py); ircot, StonyBrookNLP/ircot's "
+            "gold_with_2_distractors files (IRCoT's default)."
+        },
+    )
+    single_step_top_k: int | None = field(
+        default=None,
+        metadata={
+            "description": "Passages route B (single-step) retrieves; None: top_k, as route C's "
+            "(the authors' single-step runs: 15; profile=original sets it)."
         },
     )
     fallback_class: Literal["A", "B", "C"] = field(
@@ -98,6 +133,10 @@ class AdaptiveRAGContext(IRCoTContext):
         super().__post_init__()
         if self.task != "multihop":
             raise ConfigError(f"adaptive-rag answers task multihop only, not {self.task!r}")
+        if self.single_step_top_k is not None and self.single_step_top_k < 1:
+            raise ConfigError(
+                f"single_step_top_k must be at least 1 or None, not {self.single_step_top_k}"
+            )
         if self.fallback_class not in COMPLEXITIES:
             raise ConfigError(
                 f"fallback_class must be one of {', '.join(COMPLEXITIES)}, not {self.fallback_class!r}"
@@ -228,11 +267,12 @@ SPEC = AdaptiveRAGSpec(
     output=AdaptiveRAGOutput,
     roles=("classifier", "reasoner", "answer"),
     stage_roles={"classify": "classifier", "reason": "reasoner"},
-    prompts={"paper": prompts.PAPER},
+    prompts={"paper": prompts.PAPER, "original": prompts.PAPER},
     wire=wire,
     result_fields=("complexity", "strategy"),
     trace_view=TRACE_VIEW,
     progress={"complexity": complexity_line, "thought": thought_line},
+    paper_profile=GREEDY,
 )
 
 build = SPEC.build

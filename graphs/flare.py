@@ -20,8 +20,10 @@ As the authors' code runs it (jzbjyb/FLARE at ec4b06b, ``src/openai_api.py``
 noterag.nodes.flare): the exemplars are the original's (noterag.prompts.flare: 2WikiMultihopQA's
 8 for multihop, StrategyQA's 6, ASQA's 8), each shown under the passages retrieved for its
 question; the test input under the current passages, "Search results ranked based on relevance
-in descending order:" then "[i]: <text>" lines; every call generates at most 64 tokens, stops at
-a blank line and keeps its first sentence; retrieval replaces the passages. The original calls
+in descending order:" then "[i]: <text>" lines; every call generates at most 64 tokens, and no
+more than is left of the 256 (the original's continuation asks for min(max_generation_len -
+generated, 64)), stops at a blank line and keeps its first sentence; retrieval replaces the
+passages. The original calls
 the LM again after a confident look-ahead, with the same prompt (same passages), at temperature
 0: the same sentence, so noterag accepts the look-ahead as the paper describes ("accept it
 without retrieving"), one call fewer.
@@ -34,7 +36,8 @@ Adaptive-Note, DeepNote and Amber only name it; ReSP runs FlashRAG's pipeline (b
 those papers run every method with 5 passages per retrieval (the original: 2). max_steps 10
 sentences: the original's loop ends at 256 tokens only; noterag also caps the sentences (and so
 the calls) of a model that writes short ones. The exemplars' passages: ``demo_top_k`` (None: as
-many as ``top_k``, the original's one ``topk``; 0: none).
+many as ``top_k``, the original's one ``topk``; 0: none). ``profile="original"`` sets the
+original's top_k 2 and lifts the sentence cap (``FlareContext.ORIGINAL``).
 
 Where noterag differs from the original: sentences are cut by a rule instead of NLTK's Punkt
 (noterag.nodes.flare); the queries are not cut to 64 GPT-2 tokens (max_query_length: a
@@ -65,7 +68,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from langgraph.graph import END, StateGraph
 from rich.text import Text
@@ -92,6 +95,12 @@ class FlareContext(RunContext):
     """FLARE's settings: the authors' 2WikiMultihopQA configuration (θ 0.8, β 0.4, 64-token
     look-ahead, 256 tokens), top-5 passages (the comparing papers), temperature 0."""
 
+    # profile="original": the authors' own top-k (jzbjyb/FLARE @ ec4b06b,
+    # configs/2wikihop_flare_config.json: "topk": 2, for the input's and the exemplars'
+    # retrievals alike) and no sentence cap (src/openai_api.py, QueryAgent.ret_prompt:
+    # max_iteration 10000, the loop ends at max_generation_len).
+    ORIGINAL: ClassVar[Mapping[str, Any]] = {"top_k": 2, "max_steps": 10_000}
+
     threshold: float = _field(
         0.8,
         "θ: a look-ahead sentence with a token of probability at most θ triggers retrieval "
@@ -110,7 +119,9 @@ class FlareContext(RunContext):
         "(explicit query; role questioner).",
     )
     look_ahead_tokens: int = _field(
-        64, "Tokens generated per call, of which the first sentence is kept (look_ahead_steps)."
+        64,
+        "Tokens generated per call, of which the first sentence is kept (look_ahead_steps); no "
+        "more than what is left of max_length.",
     )
     max_length: int = _field(
         256, "Stop once the answer has this many tokens (the original's max_generation_len)."
@@ -267,7 +278,7 @@ SPEC = MethodSpec(
         "regenerate": "generator",
         "ask_question": "questioner",
     },
-    prompts={"paper": prompts.PAPER},
+    prompts={"paper": prompts.PAPER, "original": prompts.PAPER},
     wire=wire,
     result_fields=("retrievals", "generation"),
     trace_view=TRACE_VIEW,

@@ -23,9 +23,12 @@ answers from every collected paragraph after the loop; ``qa_reader=True`` does t
 (``qa_reader=False``) a concluded loop answers with its own sentence and only a loop that hit
 its cap calls the reader, the cap's answer as the original gives it.
 
-Defaults: top_k 5 (ReSP Table 2 runs every baseline with 5 documents per retrieval; IRCoT
-tuned K in {2, 4, 6, 8} per dataset), max_steps 10 and max_passages 15 (the original's; ReSP
-does not state them), HotpotQA's demonstrations, prompt set 1.
+Defaults: greedy decoding (temperature 0, the original's GPT3Generator), top_k 5 (ReSP Table 2
+runs every baseline with 5 documents per retrieval; IRCoT tuned K in {2, 4, 6, 8} per dataset),
+max_steps 10 and max_passages 15 (the original's; ReSP does not state them), HotpotQA's
+demonstrations, prompt set 1. ``profile="original"`` runs IRCoT QA as the paper reports it: the
+reader after every loop, K 6 (the configs' value before tuning), top_p 1 and 300 tokens
+(GPT3Generator's); ``IRCoTContext.ORIGINAL`` has the sources.
 
 Where noterag differs from the original: passages are deduplicated by id (the original: by a
 90% fuzzy match of title and text), the first sentence is cut by a rule instead of spaCy, the
@@ -47,8 +50,8 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Annotated, Any, ClassVar, Literal
 
 from langgraph.graph import END, StateGraph
 from rich.text import Text
@@ -58,6 +61,7 @@ from noterag.errors import ConfigError
 from noterag.nodes.ircot import answer, reason, retrieve
 from noterag.nodes.step import node
 from noterag.nodes.stops import ircot_stop, stop_check
+from noterag.profiles import PAPER
 from noterag.prompts import ircot as prompts
 from noterag.spec import Deps, MethodSpec, server_graph
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
@@ -70,6 +74,19 @@ def _field(default: Any, description: str) -> Any:
 @dataclass(kw_only=True)
 class IRCoTContext(RunContext):
     """IRCoT's settings: its loop caps and which of the authors' demonstrations it reads."""
+
+    # profile="original": IRCoT QA as the paper reports it (StonyBrookNLP/ircot @ 3c1820f,
+    # base_configs/ircot_qa_codex_<dataset>.jsonnet: the reader, "answer_main_question", answers
+    # after every loop; bm25_retrieval_count 6, the config's value, which the authors then
+    # tuned per dataset over {2, 4, 6, 8} on dev data without recording the winners), with
+    # GPT3Generator's sampling (commaqa/models/gpt3generator.py: temperature 0, top_p 1,
+    # max_tokens 300).
+    ORIGINAL: ClassVar[Mapping[str, Any]] = {
+        "qa_reader": True,
+        "top_k": 6,
+        "top_p": 1.0,
+        "max_tokens": 300,
+    }
 
     max_steps: int = _field(
         10,
@@ -84,6 +101,12 @@ class IRCoTContext(RunContext):
     demos: Literal["hotpotqa", "2wikimultihopqa", "musique"] = _field(
         "hotpotqa", "Whose chain-of-thought demonstrations the prompts show (the original's files)."
     )
+    demo_files: Literal["ircot", "adaptive-rag"] = _field(
+        "ircot",
+        "Whose demonstration files: ircot, StonyBrookNLP/ircot's gold_with_2_distractors files "
+        "(the config's distractor_count); adaptive-rag, starsuzi/Adaptive-RAG's own "
+        "gold_with_1_distractors files, which its route C read.",
+    )
     prompt_set: int = _field(
         1,
         "Which of the original's three sets of 15 demonstrations (1, 2 or 3; the authors tune "
@@ -97,6 +120,11 @@ class IRCoTContext(RunContext):
         "The original's prompt budget in tokens (code-davinci-002: 8000, 300 of them kept for "
         "the reply): demonstrations are dropped, the last ones when read and the first ones at "
         "each call, until the prompt fits (tokens estimated). None: keep them all.",
+    )
+    temperature: float | None = _field(
+        None,
+        "Sampling temperature for every call (None: 0, the original's greedy decoding: "
+        "GPT3Generator's temperature=0, top_p=1).",
     )
     qa_reader: bool = _field(
         False,
@@ -114,6 +142,10 @@ class IRCoTContext(RunContext):
         if self.demos not in prompts.DATASETS:
             raise ConfigError(
                 f"demos must be one of {', '.join(prompts.DATASETS)}, not {self.demos!r}"
+            )
+        if self.demo_files not in prompts.DEMO_FILES:
+            raise ConfigError(
+                f"demo_files must be one of {', '.join(prompts.DEMO_FILES)}, not {self.demo_files!r}"
             )
         if self.prompt_set not in (1, 2, 3):
             raise ConfigError(f"prompt_set must be 1, 2 or 3, not {self.prompt_set!r}")
@@ -191,6 +223,11 @@ TRACE_VIEW = (
     "{% for entry in trace %}\n" + ENTRY_CARDS + "{% endfor %}\n"
 )
 
+# The original decodes greedily: StonyBrookNLP/ircot @ 3c1820f, commaqa/models/gpt3generator.py,
+# GPT3Generator.__init__ (temperature=0, top_p=1; the configs set neither). Adaptive-RAG's route C
+# runs the same generator (starsuzi/Adaptive-RAG @ 0c88670, same file), and so do its A and B.
+GREEDY = replace(PAPER, sampling={"temperature": 0.0})
+
 SPEC = MethodSpec(
     name="ircot",
     title="IRCoT (Trivedi et al., 2023)",
@@ -201,11 +238,12 @@ SPEC = MethodSpec(
     output=IRCoTOutput,
     roles=("reasoner", "reader"),
     stage_roles={"reason": "reasoner", "answer": "reader"},
-    prompts={"paper": prompts.PAPER},
+    prompts={"paper": prompts.PAPER, "original": prompts.PAPER},
     wire=wire,
     result_fields=("cot",),
     trace_view=TRACE_VIEW,
     progress={"thought": thought_line},
+    paper_profile=GREEDY,
 )
 
 build = SPEC.build

@@ -23,7 +23,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from langgraph.graph import END, StateGraph
 from rich.text import Text
@@ -42,6 +42,10 @@ from noterag.state import ChatFields, CostFields, Passage, merge_unique
 @dataclass(kw_only=True)
 class RATContext(RunContext):
     """RAT's step cap; top_k is the passages per step's query."""
+
+    # profile="original": the notebook's sampling (CraftJarvis/RAT @ 38afdf8, creative.ipynb:
+    # temperature = 1.0 in get_draft, get_query and get_revise_answer).
+    ORIGINAL: ClassVar[Mapping[str, Any]] = {"temperature": 1.0}
 
     max_steps: int = field(
         default=3,
@@ -124,7 +128,7 @@ SPEC = MethodSpec(
     state=RATState,
     output=RATOutput,
     roles=ROLES,
-    prompts={"paper": prompts.PAPER},
+    prompts={"paper": prompts.PAPER, "original": prompts.PAPER},
     wire=wire,
     result_fields=("revised",),
     trace_view="generic",

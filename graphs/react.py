@@ -28,7 +28,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from langgraph.graph import END, StateGraph
 from rich.text import Text
@@ -46,6 +46,17 @@ from noterag.state import ChatFields, CostFields, merge_unique
 @dataclass(kw_only=True)
 class ReActContext(RunContext):
     """ReAct's step cap (hotpotqa.ipynb: 7 steps); top_k is the passages per Search."""
+
+    # profile="original": the notebook's sampling (ysymyth/ReAct @ 6bdb3a1, hotpotqa.ipynb,
+    # llm(): text-davinci-002, temperature 0, max_tokens 100, top_p 1) and one passage per
+    # Search, the nearest noterag has to its Observation, the first five sentences of one
+    # Wikipedia page (wikienv.py).
+    ORIGINAL: ClassVar[Mapping[str, Any]] = {
+        "top_k": 1,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "max_tokens": 100,
+    }
 
     max_steps: int = field(
         default=7,
@@ -135,7 +146,7 @@ SPEC = MethodSpec(
     output=ReActOutput,
     roles=ROLES,
     stage_roles={"action": "reason"},
-    prompts={"paper": prompts.PAPER},
+    prompts={"paper": prompts.PAPER, "original": prompts.PAPER},
     wire=wire,
     result_fields=("finished", "steps"),
     trace_view="generic",

@@ -23,11 +23,16 @@ prompt is not the same prefix); and it would cost one call per passage per answe
 
 Defaults. top_k 5: ReSP (Table 2), the paper of ours that compares against REPLUG, runs every
 method with the top-5 documents (the original: 10, ``--n_docs``). Temperature 0 (the original's
-``temp=0``), at most 10 tokens per pass (``--maxlen 10``), a newline ends a pass.
+``temp=0``), at most 10 tokens per pass (``--maxlen 10``), a newline ends a pass. No few-shot
+demonstrations unless the run names a dataset file to take them from (``demos_file``,
+``max_demos``): the original shows the first 16 questions of its QA data file, each with its
+top-1 document, and its repository holds neither. ``profile="original"`` sets top_k 10 and
+max_demos 16, and so needs ``demos_file``.
 
-Where noterag differs from the original: no few-shot demonstrations (the original shows 16 from
-the QA data files, each with its top-1 document; the repository holds neither); no passage
-retrieved: one closed-book pass answers (the original always has passages). The weights are
+Where noterag differs from the original: the authors' demonstration files are not shipped (the
+run gives its own); a test question that is one of the demonstrations is answered (the original
+skips it); no passage retrieved: one closed-book pass answers (the original always has
+passages). The weights are
 the softmax of whatever the retriever scores: a dense retriever's similarities (Contriever in
 the paper) give smooth weights, BM25's larger scores give weights close to the top passage's
 alone (its score minus the next one's, in nats).
@@ -50,12 +55,13 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import RunContext
+from noterag.errors import ConfigError
 from noterag.nodes import replug as steps
 from noterag.nodes.step import node
 from noterag.nodes.stops import single_pass, stop_check
@@ -69,6 +75,29 @@ from noterag.state import ChatFields, CostFields, Passage, merge_unique
 class REPLUGContext(RunContext):
     """REPLUG's settings: top-5 passages (ReSP, Table 2), temperature 0 (the original)."""
 
+    # profile="original": the authors' QA runs (swj0419/REPLUG @ 6cbe797): 10 passages (the
+    # README's QA command sets no --n_docs: downstream_eval/argument.py's default, line 41) and
+    # 16 demonstrations (downstream_eval/qa_final.py, main(): data["demos"][:16]), which need
+    # the run's demos_file (the authors' data files are not in their repository).
+    ORIGINAL: ClassVar[Mapping[str, Any]] = {"top_k": 10, "max_demos": 16}
+
+    demos_file: str | None = field(
+        default=None,
+        metadata={
+            "description": "A dataset file (any format `noterag eval` reads, e.g. the train "
+            "split) whose first max_demos questions are shown before every pass, each with its "
+            "top-1 passage and first answer, as the original shows its QA data file's demos. "
+            "None: no demonstrations."
+        },
+    )
+    max_demos: int = field(
+        default=0,
+        metadata={
+            "description": "Demonstrations shown, the first of demos_file (the original: 16; "
+            "profile=original sets 16, which needs demos_file). 0: none."
+        },
+    )
+
     temperature: float | None = field(
         default=None,
         metadata={
@@ -76,6 +105,17 @@ class REPLUGContext(RunContext):
             "greedy answers)."
         },
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_demos < 0:
+            raise ConfigError(f"max_demos must not be negative, not {self.max_demos}")
+        if self.max_demos and not self.demos_file:
+            raise ConfigError(
+                f"replug shows max_demos={self.max_demos} demonstrations from a dataset file, and "
+                "none was given: set demos_file=<dataset file> (the original took the first 16 "
+                "questions of its NQ / TriviaQA data file), or max_demos=0"
+            )
 
 
 class REPLUGOutput(CostFields, ChatFields, total=False):
@@ -97,6 +137,7 @@ class REPLUGOutput(CostFields, ChatFields, total=False):
 class REPLUGState(REPLUGOutput, total=False):
     task: str
     passages: list[Passage]
+    demonstrations: str  # the demonstrations block every pass's prompt starts with
 
 
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
@@ -128,7 +169,7 @@ SPEC = MethodSpec(
     output=REPLUGOutput,
     roles=("generator",),
     stage_roles={"generate": "generator"},
-    prompts={"paper": prompts.PAPER},
+    prompts={"paper": prompts.PAPER, "original": prompts.PAPER},
     wire=wire,
     result_fields=("passage_answers", "weights", "ensemble"),
     trace_view="generic",

@@ -76,7 +76,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from langgraph.graph import END, StateGraph
 from rich.text import Text
@@ -98,6 +98,13 @@ MODES = ("adaptive_retrieval", "always_retrieve", "no_retrieval")
 @dataclass(kw_only=True)
 class SelfRAGContext(RunContext):
     """Self-RAG's inference settings (run_short_form.py's arguments, the paper's defaults)."""
+
+    # profile="original": the open-domain QA run as the authors' code runs it (AkariAsai/self-rag
+    # @ 1fcdc42, README.md lines 247-254: run_short_form.py --mode MODE --threshold 0.2 --ndocs 10
+    # --use_groundness --use_utility --use_seqscore, no weight given, so retrieval_lm/
+    # run_short_form.py's argparse default --w_use 1.0, line 285); the decision is the same
+    # probability ratio over the threshold (the default mode, adaptive_retrieval).
+    ORIGINAL: ClassVar[Mapping[str, Any]] = {"top_k": 10, "w_use": 1.0}
 
     task: Literal["multihop"] = field(
         default="multihop",
@@ -288,7 +295,7 @@ SPEC = MethodSpec(
     output=SelfRAGOutput,
     roles=("generator",),
     stage_roles={"retrieve_token": "generator", "generate": "generator"},
-    prompts={"paper": prompts.PAPER},
+    prompts={"paper": prompts.PAPER, "original": prompts.PAPER},
     wire=wire,
     result_fields=("retrieved", "retrieve_score", "segments", "chosen"),
     trace_view="generic",

@@ -19,9 +19,9 @@ default retrieval_topk, whose setup ReSP follows, is 5 too); SuRe's own paper an
 N = 10 (``--n_retrieval 10``). n_candidates K = 2: SuRe's paper and code (p_can asks for "two
 correct candidates"; ReSP sets none). Temperature 0 for every call unless the run sets one:
 the official code's (``api_query(..., temp=0)``), where noterag's other paper profiles leave the
-model's own. SuRe has only the ``paper`` profile: its prompts already are the official code's,
-and noterag.profiles reproduces only thunlp's official codes (the parsing quirks of SuRe's,
-listed below, are not reproduced).
+model's own. ``profile="original"`` retrieves SuRe's own N = 10; it has no ``official``
+profile: its prompts already are the official code's, and noterag.profiles reproduces only
+thunlp's official codes (the parsing quirks of SuRe's, listed below, are not reproduced).
 
 Where the official code (bbuing9/ICLR24_SuRe, functions/) differs:
 - passages: it cycles through the retrieved ones when there are fewer than --n_retrieval;
@@ -61,7 +61,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from langgraph.graph import END, StateGraph
 from rich.text import Text
@@ -84,6 +84,10 @@ MAX_CANDIDATES = 26  # the marks (a) .. (z)
 class SuReContext(RunContext):
     """SuRe's settings: K answer candidates (paper and official code: 2), top-5 passages (ReSP,
     Table 2), temperature 0 (the official code)."""
+
+    # profile="original": SuRe's own N (bbuing9/ICLR24_SuRe @ 6320590, query_gpt.py:
+    # --n_retrieval default 10; the paper, §4: N = 10).
+    ORIGINAL: ClassVar[Mapping[str, Any]] = {"top_k": 10}
 
     n_candidates: int = field(
         default=2,
@@ -191,7 +195,7 @@ SPEC = MethodSpec(
     state=SuReState,
     output=SuReOutput,
     roles=("candidates", "summary", "validation", "ranking"),
-    prompts={"paper": prompts.PAPER},
+    prompts={"paper": prompts.PAPER, "original": prompts.PAPER},
     wire=wire,
     result_fields=("candidates", "summaries", "validity", "ranking", "scores"),
     trace_view="generic",

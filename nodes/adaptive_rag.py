@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from noterag.errors import ConfigError
@@ -124,8 +124,12 @@ def on_route(step: Step, strategy: str) -> Step:
     """``step``, a step of the method ``strategy`` routes to, run as that method runs it."""
 
     def routed(state: dict[str, Any], env: Env) -> StepGen:
+        ctx = env.ctx
+        if strategy == "vanilla" and ctx.single_step_top_k is not None:
+            # route B's own k (the authors' single-step runs retrieved 15, route C 6)
+            ctx = replace(ctx, top_k=ctx.single_step_top_k)
         route = RouteEnv(
-            ctx=env.ctx, deps=env.deps, profile=env.profile, writer=env.writer, strategy=strategy
+            ctx=ctx, deps=env.deps, profile=env.profile, writer=env.writer, strategy=strategy
         )
         update: dict[str, Any] = yield from step(state, route)
         return update

@@ -30,7 +30,7 @@ import math
 import re
 import string
 import uuid
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -189,12 +189,22 @@ def generation_prompt(state: dict[str, Any], env: Env) -> str:
     return "\n\n".join(blocks)
 
 
+def reply_budget(state: Mapping[str, Any], ctx: Any) -> int:
+    """Tokens one call may generate: ``look_ahead_tokens``, but no more than what is left of
+    ``max_length``. The original asks its continuation for ``min(max_generation_len -
+    max_gen_len, ret_frequency)`` tokens (jzbjyb/FLARE @ ec4b06b, src/openai_api.py, line 452);
+    noterag keeps a confident look-ahead as the sentence, so the look-ahead obeys the same
+    budget, and an answer never runs past max_length."""
+    left = ctx.max_length - int(state.get("tokens", 0))
+    return max(1, min(ctx.look_ahead_tokens, left))
+
+
 def _generate(stage: str, state: dict[str, Any], env: Env) -> Ask:
     return Ask(
         stage,
         generation_prompt(state, env),
         message=True,
-        options=logprob_options(env, max_tokens=env.ctx.look_ahead_tokens, stop=STOP),
+        options=logprob_options(env, max_tokens=reply_budget(state, env.ctx), stop=STOP),
     )
 
 

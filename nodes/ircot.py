@@ -167,11 +167,16 @@ def approx_tokens(text: str) -> int:
 
 @cache
 def selected_demonstrations(
-    dataset: str, prompt_set: int, max_demos: int | None, prompt_tokens: int | None
+    dataset: str,
+    prompt_set: int,
+    max_demos: int | None,
+    prompt_tokens: int | None,
+    files: str = ircot_prompts.IRCOT_FILES,
 ) -> tuple[str, ...]:
-    """The demonstrations a run reads: the prompt set's, at most ``max_demos``, then the last
-    ones dropped while ``read_prompt``'s estimate exceeds ``prompt_tokens`` (module docstring)."""
-    kept = ircot_prompts.demonstrations(dataset, prompt_set)
+    """The demonstrations a run reads: the prompt set's (in the demonstration files ``files``),
+    at most ``max_demos``, then the last ones dropped while ``read_prompt``'s estimate exceeds
+    ``prompt_tokens`` (module docstring)."""
+    kept = ircot_prompts.demonstrations(dataset, prompt_set, files)
     if max_demos is not None:
         kept = kept[:max_demos]
     if prompt_tokens is None or len(kept) <= 1:  # read_prompt leaves a lone example as it is
@@ -199,7 +204,13 @@ def fitted(prompt: Prompt, demonstrations: Sequence[str], budget: int | None, **
 
 def _demonstrations(env: Env) -> tuple[str, ...]:
     ctx = env.ctx
-    return selected_demonstrations(ctx.demos, ctx.prompt_set, ctx.max_demos, ctx.prompt_tokens)
+    return selected_demonstrations(
+        ctx.demos,
+        ctx.prompt_set,
+        ctx.max_demos,
+        ctx.prompt_tokens,
+        ircot_prompts.DEMO_FILES[ctx.demo_files],
+    )
 
 
 def _paragraphs(passages: Sequence[Passage]) -> str:

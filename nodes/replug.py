@@ -29,6 +29,7 @@ Parse fallbacks (counted in the state's ``fallbacks``, noterag.nodes.parsing.fel
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 from collections.abc import Mapping, Sequence
@@ -76,20 +77,50 @@ def _score(doc: Document, retriever: Any) -> float:
         ) from None
 
 
+def demonstrations(path: str, count: int) -> list[tuple[str, str]]:
+    """The first ``count`` questions of the dataset file ``path`` with their first answer (the
+    original: ``data["demos"][:16]``, ``demo["answer"][0]``); read with noterag's dataset
+    reader, so a missing or malformed file is one clear error."""
+    from noterag.eval.datasets import load_dataset
+
+    return [
+        (ex.question, str(ex.golds[0]) if ex.golds else "")
+        for ex in load_dataset(path, limit=count)
+    ]
+
+
+def demonstration_block(
+    prompts: Any, demos: Sequence[tuple[str, str]], tops: Sequence[Sequence[Document]]
+) -> str:
+    """The demonstrations every pass's prompt starts with: each with the text of the top-1
+    passage retrieved for its question (qa_final.py ``retrieve_ex``; none found: empty)."""
+    return "".join(
+        prompts.demonstration.format(
+            passage=top[0].page_content if top else "", question=question, answer=answer.strip()
+        )
+        for (question, answer), top in zip(demos, tops, strict=True)
+    )
+
+
 def retrieve(deps: Deps) -> Runnable:
     """The graph step that retrieves the top-k passages for the question with their retrieval
-    scores s(d, x). noterag's shared search effect keeps a passage's id, title and text only,
-    so this step searches itself (sync and async alike), with the run's context and stream
-    writer. An unknown task fails before the search."""
+    scores s(d, x), and the top-1 passage of each demonstration's question (``demos_file``).
+    noterag's shared search effect keeps a passage's id, title and text only, so this step
+    searches itself (sync and async alike), with the run's context and stream writer. An
+    unknown task fails before the search."""
 
-    def prepare(state: Mapping[str, Any]) -> tuple[Any, Any]:
+    def prepare(state: Mapping[str, Any]) -> tuple[Any, Any, Any, list[tuple[str, str]]]:
         runtime = get_runtime()
-        ctx = resolve_context(deps.context_schema, runtime.context)
+        ctx: Any = resolve_context(deps.context_schema, runtime.context)
         task = state.get("task") or ctx.task
-        deps.prompts[deps.profile(ctx, state).name].answer_for(task)
-        return ctx, runtime.stream_writer
+        prompt_set = deps.prompts[deps.profile(ctx, state).name]
+        prompt_set.answer_for(task)
+        demos = demonstrations(ctx.demos_file, ctx.max_demos) if ctx.max_demos else []
+        return ctx, runtime.stream_writer, prompt_set, demos
 
-    def update(state: Mapping[str, Any], docs: Sequence[Document], writer: Any) -> dict[str, Any]:
+    def update(
+        state: Mapping[str, Any], docs: Sequence[Document], writer: Any, block: str
+    ) -> dict[str, Any]:
         scores = [_score(doc, deps.retriever) for doc in docs]
         found = [to_passage(doc) for doc in docs]
         writer(
@@ -100,17 +131,25 @@ def retrieve(deps: Deps) -> Runnable:
                 "passages": [{"id": p["id"], "title": p["title"]} for p in found],
             }
         )
-        return {"passages": found, "scores": scores, "passage_ids": [p["id"] for p in found]}
+        return {
+            "passages": found,
+            "scores": scores,
+            "passage_ids": [p["id"] for p in found],
+            "demonstrations": block,
+        }
 
     def run_sync(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        ctx, writer = prepare(state)
+        ctx, writer, prompt_set, demos = prepare(state)
         docs = deps.retriever.invoke(state["question"], k=ctx.top_k)[: ctx.top_k]
-        return update(state, docs, writer)
+        tops = [deps.retriever.invoke(question, k=1)[:1] for question, _ in demos]
+        return update(state, docs, writer, demonstration_block(prompt_set, demos, tops))
 
     async def run_async(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        ctx, writer = prepare(state)
-        docs = (await _asearch(deps.retriever, Search(state["question"], ctx.top_k)))[: ctx.top_k]
-        return update(state, docs, writer)
+        ctx, writer, prompt_set, demos = prepare(state)
+        searches = [Search(state["question"], ctx.top_k)] + [Search(q, 1) for q, _ in demos]
+        found = await asyncio.gather(*(_asearch(deps.retriever, s) for s in searches))
+        docs, tops = found[0][: ctx.top_k], [top[:1] for top in found[1:]]
+        return update(state, docs, writer, demonstration_block(prompt_set, demos, tops))
 
     return both_ways(run_sync, run_async, name="retrieve")
 
@@ -166,12 +205,16 @@ def answer(state: dict[str, Any], env: Env) -> StepGen:
     no single call's tokens are the answer, so none stream."""
     task = state.get("task") or env.ctx.task
     passages = state.get("passages") or []
+    # the demonstrations (demos_file) before each pass's prompt, as qa_final.py builds it
+    shown = state.get("demonstrations") or ""
     if passages:
         template = env.prompts.answer_for(task)
-        prompts = [template.format(passage=p["text"], question=state["question"]) for p in passages]
+        prompts = [
+            shown + template.format(passage=p["text"], question=state["question"]) for p in passages
+        ]
         weights = passage_weights(state.get("scores") or [])
     else:
-        prompts = [env.prompts.closed_book.format(question=state["question"])]
+        prompts = [shown + env.prompts.closed_book.format(question=state["question"])]
         weights = [1.0]
     options = logprob_options(env, stop=STOP, max_tokens=MAX_TOKENS)
     replies: list[BaseMessage] = yield [

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import math
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
 from noterag.errors import ConfigError
 
 TASKS = ("multihop", "asqa", "strategyqa", "crud")
-PROFILES = ("paper", "official")
+PROFILES = ("paper", "official", "original")
 
 # A passage longer than this many characters is cut in prompts (``max_passage_chars``): about
 # 2,500 tokens, several times a Wikipedia paragraph, so that a whole article (or a 15 MB line)
@@ -51,12 +52,14 @@ class RunContext:
         "Answer style: multihop (short answer), asqa (long form), strategyqa (yes/no), "
         "crud (Adaptive-Note only). The input's `task` overrides it.",
     )
-    profile: Literal["paper", "official"] = _field(
+    profile: Literal["paper", "official", "original"] = _field(
         "paper",
         "paper: the papers' method as printed, with robust engineering; official: reproduce the "
         "official code, the configuration that produced the published numbers (its prompt files "
         "byte for byte, raw-reply queries, duplicate passages, lenient verdicts, sampling "
-        "0.1 / 0.9 / 1280 tokens).",
+        "0.1 / 0.9 / 1280 tokens); original (baselines): the baseline as its own paper and code "
+        "ran it, where that differs from the note papers' setup (its own top-k, decoding, reader; "
+        "the settings it changes, docs/deviations.md).",
     )
     temperature: float | None = _field(
         None,
@@ -84,7 +87,32 @@ class RunContext:
         },
     )
 
+    # The settings profile="original" runs with where the run sets none: the baseline's own
+    # paper and code where they differ from this class's defaults (each value's source beside
+    # it, in the method's context class). A setting given by name wins, whatever its value.
+    ORIGINAL: ClassVar[Mapping[str, Any]] = {}
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # Which settings were given, for profile="original" to fill in the others: every way a
+        # context is made (a dict resolved here, LangGraph's own coercion of a dict context,
+        # the Python API) calls the class with the given settings by name.
+        self = super().__new__(cls)
+        # not a dataclass field: no setting, no part of the context's equality or schema
+        object.__setattr__(self, "_given", frozenset(kwargs))
+        return self
+
+    @classmethod
+    def original(cls, **settings: Any) -> RunContext:
+        """This method's context under profile="original": the original's settings, then
+        ``settings`` (which win)."""
+        return cls(**settings, profile="original")
+
     def __post_init__(self) -> None:
+        if self.profile == "original":
+            given: frozenset[str] = getattr(self, "_given", frozenset())
+            for name, value in type(self).ORIGINAL.items():
+                if name not in given:
+                    setattr(self, name, value)
         # The command line's flags and -c pairs, the Python API and the server all end here,
         # so a value is refused alike however it is given.
         for f in fields(self):  # nan and infinity are no setting of any method

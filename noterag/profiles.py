@@ -1,7 +1,9 @@
 """Fidelity profiles: every behaviour where the official code differs from the papers, in one place.
 
 ``paper`` (default) follows the papers with robust engineering; ``official`` reproduces the
-official Adaptive-Note / DeepNote code (thunlp), so results compare with published numbers.
+official Adaptive-Note / DeepNote code (thunlp), so results compare with published numbers;
+``original`` runs a baseline as its own paper and code did (its settings and prompts: the
+method's context ``ORIGINAL`` and prompt set "original"; docs/deviations.md).
 Nodes never test the profile name: they call these strategies.
 
 | behaviour        | paper                                   | official                              |
@@ -245,6 +247,13 @@ def is_dense(retriever: Any) -> bool:
     )
 
 
+def original_profile(paper: Profile) -> Profile:
+    """Profile ``original`` of a baseline: its paper profile's strategies under its own name
+    (the prompt set it selects). What the original changes are settings (the context class's
+    ``ORIGINAL``: top-k, decoding, reader) and prompts (``MethodSpec.prompts["original"]``)."""
+    return replace(paper, name="original")
+
+
 def get_profile(
     name: str,
     method: str,
@@ -253,14 +262,24 @@ def get_profile(
     paper: Profile = PAPER,
     task: str = "multihop",
     dense: bool = False,
+    original: Profile | None = None,
 ) -> Profile:
     """The strategies of profile ``name`` for ``method``: ``paper`` (the method's own paper
-    profile, ``PAPER`` unless it declares another), or ``official``, which reproduces the
-    official code ``official_code`` ("adaptive-note" or "deepnote"; None: the method has none).
+    profile, ``PAPER`` unless it declares another), ``official``, which reproduces the
+    official code ``official_code`` ("adaptive-note" or "deepnote"; None: the method has none),
+    or ``original`` (None: the method has none), a baseline as its own paper and code ran it.
     Under ``official`` the passage format also depends on the run's task and whether the
     retriever is dense."""
     if name == "paper":
         return paper
+    if name == "original":
+        if original is None:
+            raise ConfigError(
+                f"{method} has no original profile: profile 'original' is for the baselines whose "
+                "own paper and code ran otherwise than the note papers' setup (`noterag methods` "
+                "lists each method's profiles)"
+            )
+        return original
     if name == "official":
         if official_code is None:
             raise ConfigError(
@@ -268,4 +287,4 @@ def get_profile(
                 "methods whose authors published one (`noterag methods` lists each method's profiles)"
             )
         return _official(official_code, task, dense)
-    raise ConfigError(f"profile must be 'paper' or 'official', not {name!r}")
+    raise ConfigError(f"profile must be 'paper', 'official' or 'original', not {name!r}")

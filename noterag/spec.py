@@ -25,7 +25,7 @@ from langgraph.graph import START, StateGraph
 
 from noterag.context import RunContext
 from noterag.errors import ConfigError
-from noterag.profiles import PAPER, Profile, get_profile
+from noterag.profiles import PAPER, Profile, get_profile, original_profile
 from noterag.prompts.template import Prompt
 from noterag.state import QuestionInput
 
@@ -57,6 +57,8 @@ class Deps:
     # the official code profile="official" reproduces (None: none), and the paper profile
     official_code: str | None = None
     paper_profile: Profile = PAPER
+    # the strategies of profile="original" (None: the method has no original profile)
+    original_profile: Profile | None = None
     # stage -> model role where one role serves several stages (ReSP's reasoner: judge, plan);
     # a stage not listed is its own role
     stage_roles: Mapping[str, str] = field(default_factory=dict)
@@ -75,6 +77,7 @@ class Deps:
             paper=self.paper_profile,
             task=state.get("task") or ctx.task,
             dense=self.dense,
+            original=self.original_profile,
         )
 
     def model_for(self, stage: str, *, stream: bool = False) -> BaseChatModel:
@@ -101,7 +104,8 @@ class MethodSpec:
     state: type  # the full state (a typing_extensions.TypedDict)
     output: type  # what a run returns
     roles: tuple[str, ...]  # the model roles: build_graph(<role>_model=...)
-    # profile name -> prompt set; a method without an official code has only "paper"
+    # profile name -> prompt set; a method without an official code has no "official", a
+    # baseline with an original profile has "original" (its settings: the context's ORIGINAL)
     prompts: Mapping[str, Any]
     # adds the method's steps to a graph that starts with the "question" step
     wire: Callable[[StateGraph[Any, Any, Any, Any], Deps], None]
@@ -169,6 +173,9 @@ class MethodSpec:
             dense=is_dense(resolved),
             official_code=self.official_code,
             paper_profile=self.paper_profile,
+            original_profile=(
+                original_profile(self.paper_profile) if "original" in self.prompts else None
+            ),
             stage_roles=self.stage_roles,
             state_schema=self.state,
         )

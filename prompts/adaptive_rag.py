@@ -13,7 +13,11 @@ The authors route with a trained classifier and print no classification prompt:
 
 Each route runs another noterag method with that method's prompts, borrowed (their sources say
 whose): A ``no-retrieval`` (noterag.prompts.baselines ``NO_RETRIEVAL``), B ``vanilla``
-(``VANILLA``), C ``ircot`` (noterag.prompts.ircot: the CoT reasoner and the IRCoT QA reader).
+(``VANILLA``), C ``ircot`` (noterag.prompts.ircot: the CoT reasoner and the IRCoT QA reader;
+by default they read the demonstrations Adaptive-RAG's runs read, its own repository's
+``gold_with_1_distractors`` files, vendored under ``prompts/original/starsuzi-Adaptive-RAG/``:
+the setting ``demo_files``, "adaptive-rag"; IRCoT alone reads StonyBrookNLP/ircot's
+``gold_with_2_distractors`` files).
 IRCoT answers multi-hop questions only, so Adaptive-RAG has the multihop answer prompts alone.
 The authors' own A and B were IRCoT's reader prompt without and with one retrieval
 (``base_configs/nor_qa_*`` and ``oner_qa_*``); noterag routes to its baselines instead, as the

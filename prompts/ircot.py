@@ -11,6 +11,9 @@ paths and git blob ids) for HotpotQA, 2WikiMultihopQA and MuSiQue. Each demonstr
 ``# METADATA: {"qid": ...}`` line, then its paragraphs (the gold ones and two distractors) as
 ``Wikipedia Title: <title>\\n<paragraph>``, then ``Q: <question>`` and
 ``A: <chain of thought> So the answer is: <answer>.``
+A run with ``demo_files="adaptive-rag"`` (Adaptive-RAG's route C by default) reads instead
+starsuzi/Adaptive-RAG's own ``gold_with_1_distractors`` files, vendored under
+``prompts/original/starsuzi-Adaptive-RAG/`` (``DEMO_FILES``; that folder's SOURCE.json).
 
 Which demonstrations a run sends is the original's ``read_prompt``
 (``commaqa/inference/prompt_reader.py``): the file's examples whose qid is in the run's prompt
@@ -132,28 +135,38 @@ PROMPT_SETS: dict[str, dict[int, tuple[str, ...]]] = {
 }  # fmt: skip
 
 
+# The vendored demonstration files a run reads (the context setting ``demo_files``), each a
+# folder under prompts/original/. "ircot": StonyBrookNLP/ircot's gold_with_2_distractors files.
+# "adaptive-rag", Adaptive-RAG's route C: starsuzi/Adaptive-RAG's own gold_with_1_distractors
+# files (its classifier was trained on the runs named "..._distractor_count__1"; that folder's
+# SOURCE.json), whose distractors differ from IRCoT's files of the same name.
+IRCOT_FILES = FOLDER[1]
+DEMO_FILES = {"ircot": IRCOT_FILES, "adaptive-rag": "starsuzi-Adaptive-RAG"}
+
+
 @cache
-def source() -> dict[str, object]:
-    """SOURCE.json of the vendored demonstration files."""
-    folder = resources.files("noterag.prompts").joinpath(*FOLDER)
+def source(files: str = IRCOT_FILES) -> dict[str, object]:
+    """SOURCE.json of the vendored demonstration files in ``prompts/original/<files>``."""
+    folder = resources.files("noterag.prompts").joinpath(FOLDER[0], files)
     loaded: dict[str, object] = json.loads((folder / "SOURCE.json").read_text(encoding="utf-8"))
     return loaded
 
 
-def file_source(dataset: str) -> str:
+def file_source(dataset: str, files: str = IRCOT_FILES) -> str:
     """Where ``dataset``'s demonstration file comes from: repository, path, commit."""
-    files = source()["files"]
-    assert isinstance(files, dict)
-    return f"{REPOSITORY} {files[f'{dataset}.txt']} @ {COMMIT[:7]}"
+    found = source(files)
+    paths = found["files"]
+    assert isinstance(paths, dict)
+    return f"{found['repository']} {paths[f'{dataset}.txt']} @ {str(found['commit'])[:7]}"
 
 
 @cache
-def examples(dataset: str) -> dict[str, str]:
+def examples(dataset: str, files: str = IRCOT_FILES) -> dict[str, str]:
     """The demonstrations of ``dataset``'s file by qid, each as ``read_prompt`` makes it: the
     lines after its ``# METADATA`` line, joined and stripped."""
     if dataset not in DATASETS:
         raise ConfigError(f"IRCoT has demonstrations for {', '.join(DATASETS)}, not {dataset!r}")
-    folder = resources.files("noterag.prompts").joinpath(*FOLDER)
+    folder = resources.files("noterag.prompts").joinpath(FOLDER[0], files)
     # read_prompt: file.read().strip().split("\n"), each line given back its "\n"
     text = (folder / f"{dataset}.txt").read_text(encoding="utf-8")
     found: dict[str, str] = {}
@@ -173,10 +186,11 @@ def examples(dataset: str) -> dict[str, str]:
     return found
 
 
-def demonstrations(dataset: str, prompt_set: int) -> list[str]:
-    """The demonstrations of ``prompt_set`` (1, 2 or 3) for ``dataset``, in the set's order, as
-    the original's ``read_prompt`` selects them (before its length rule)."""
-    by_qid = examples(dataset)
+def demonstrations(dataset: str, prompt_set: int, files: str = IRCOT_FILES) -> list[str]:
+    """The demonstrations of ``prompt_set`` (1, 2 or 3) for ``dataset`` in the files
+    ``files``, in the set's order, as the original's ``read_prompt`` selects them (before its
+    length rule)."""
+    by_qid = examples(dataset, files)
     try:
         qids = PROMPT_SETS[dataset][prompt_set]
     except KeyError:

@@ -6,8 +6,10 @@ The original builds one prompt per retrieved document: its few-shot demonstratio
 of the QA data file's ``demos``, each with the top-1 document retrieved for its question, as
 ``Knowledge: <doc>\\nQuestion: <q>\\nAnswer: <a>\\n\\n``), then ``Knowledge: <doc>\\nQuestion:
 <question>\\nAnswer:``. The demonstrations come from the NQ / TriviaQA data files the README
-points to, which the repository does not hold: noterag shows none, only the test part (the text
-after them, word for word). ``<doc>`` is the passage's text alone (``doc["text"]``, no title).
+points to, which the repository does not hold: noterag shows them when the run names a dataset
+file to take them from (``demos_file``, its first ``max_demos`` questions: ``demonstration``,
+each with its top-1 passage), and none by default (the test part alone, word for word).
+``<doc>`` is the passage's text alone (``doc["text"]``, no title).
 
 ``closed_book`` is the same code's ``--prompt_method closed-book`` test part, which noterag uses
 only when the retriever found no passage (noterag's choice: the original always has 10).
@@ -32,6 +34,7 @@ class REPLUGPrompts(AnswerPrompts):
     question alone, when there is no passage."""
 
     closed_book: Prompt
+    demonstration: Prompt
 
 
 PAPER = REPLUGPrompts(
@@ -48,5 +51,12 @@ PAPER = REPLUGPrompts(
         "Question: {question}\nAnswer:",
         f"{_CODE}: downstream_eval/qa_final.py, main() (closed-book; used when no passage was "
         "retrieved, noterag's choice)",
+    ),
+    demonstration=Prompt(
+        "demonstration",
+        "Knowledge: {passage}\nQuestion: {question}\nAnswer: {answer}\n\n",
+        f"{_CODE}: downstream_eval/qa_final.py, main() (open-book: one per demonstration, its "
+        "top-1 document's text, the question, its first answer stripped; shown before every "
+        "pass's prompt when the run gives demos_file)",
     ),
 )

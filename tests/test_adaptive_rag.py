@@ -7,6 +7,9 @@ and one run of the local model."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+from importlib import resources
 from typing import Any
 
 import pytest
@@ -19,6 +22,7 @@ from noterag.graphs import adaptive_rag
 from noterag.models.runnable import RunnableModel
 from noterag.nodes.adaptive_rag import parse_complexity
 from noterag.prompts import baselines
+from noterag.prompts import ircot as ircot_prompts
 from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
 
 CORPUS = passages(*VELMORA_ROWS)
@@ -62,7 +66,8 @@ def alone(method: str, replies: dict[str, Any]) -> tuple[dict[str, Any], Scripte
     """The routed method run by itself, with the same replies (the classifier's left out)."""
     model, retriever = ScriptedModel(script=replies), RecordingRetriever(passages=CORPUS)
     graph = noterag.build_graph(method, model=model, retriever=retriever)
-    context = SHORT if method == "ircot" else None
+    # IRCoT alone, with the demonstration files Adaptive-RAG's route C reads by default
+    context = SHORT | {"demo_files": "adaptive-rag"} if method == "ircot" else None
     return graph.invoke({"question": QUESTION}, context=context), model, retriever
 
 
@@ -137,6 +142,87 @@ def test_class_c_loops_as_ircot_and_its_reader_answers_at_the_cap():
     )
     assert out["trace"][-1]["reader"] is True
     assert out["llm_calls"] == 4 == sum(entry["llm_calls"] for entry in out["trace"])
+
+
+def route_c_prompt(files: str) -> str:
+    """Route C's first reasoning prompt, whole: the first demonstration of ``files``, the
+    paragraphs the question retrieved, the question."""
+    demo = ircot_prompts.demonstrations("hotpotqa", 1, files)[0]
+    found = KeywordRetriever(passages=CORPUS).invoke(
+        "In year was the architect of the Velmora Bridge born?", k=5
+    )
+    paragraphs = "\n\n".join(
+        f"Wikipedia Title: {doc.metadata['title']}\n{doc.page_content}" for doc in found
+    )
+    return f"{demo}\n\n\n{paragraphs}\n\nQ: {QUESTION}\nA:"
+
+
+def test_route_c_reads_the_authors_one_distractor_demonstrations():
+    # starsuzi/Adaptive-RAG @ 0c88670: the classifier's inputs are the runs
+    # "ircot_qa_..._distractor_count__1" of its own prompt files
+    model = ScriptedModel(script=script("C"))
+    run("adaptive-rag", model)
+    first = model.prompts_for("reason")[0]
+    assert first == route_c_prompt(ircot_prompts.DEMO_FILES["adaptive-rag"])
+    assert first != route_c_prompt(ircot_prompts.DEMO_FILES["ircot"])
+    # IRCoT's 2-distractor files on request
+    model = ScriptedModel(script=script("C"))
+    graph = adaptive_rag.build(model=model, retriever=KeywordRetriever(passages=CORPUS))
+    graph.invoke({"question": QUESTION}, context=SHORT | {"demo_files": "ircot"})
+    assert model.prompts_for("reason")[0] == route_c_prompt(ircot_prompts.DEMO_FILES["ircot"])
+
+
+def test_the_adaptive_rag_demonstration_files_are_the_authors():
+    folder = resources.files("noterag.prompts").joinpath("original", "starsuzi-Adaptive-RAG")
+    source = json.loads((folder / "SOURCE.json").read_text(encoding="utf-8"))
+    assert source["repository"] == "starsuzi/Adaptive-RAG"
+    assert set(source["git_blobs"]) == {f"{d}.txt" for d in ircot_prompts.DATASETS}
+    for name, blob in source["git_blobs"].items():
+        data = (folder / name).read_bytes()
+        assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob, name
+        assert "gold_with_1_distractors" in source["files"][name]
+    for dataset in ircot_prompts.DATASETS:  # every prompt set's 15 demonstrations are there
+        for prompt_set in (1, 2, 3):
+            assert (
+                len(ircot_prompts.demonstrations(dataset, prompt_set, "starsuzi-Adaptive-RAG"))
+                == 15
+            )
+
+
+@pytest.mark.parametrize("complexity", ["A", "B", "C"])
+def test_every_route_decodes_greedily_as_the_authors_generator(complexity: str):
+    # the authors' GPT3Generator: temperature 0 (commaqa/models/gpt3generator.py @ 0c88670)
+    model = ScriptedModel(script=script(complexity))
+    run("adaptive-rag", model)
+    assert model.kwargs_for() == [{"temperature": 0.0}] * len(model.calls)
+
+
+@pytest.mark.parametrize(
+    ("context", "k"),
+    [({}, 5), ({"profile": "original"}, 15), ({"single_step_top_k": 3}, 3), ({"top_k": 4}, 4)],
+)
+def test_route_b_retrieves_its_own_k_where_one_is_set(context: dict[str, Any], k: int):
+    # starsuzi/Adaptive-RAG @ 0c88670: the single-step runs "oner_qa_..._bm25_retrieval_count__15"
+    model, retriever = ScriptedModel(script=script("B")), RecordingRetriever(passages=CORPUS)
+    graph = adaptive_rag.build(model=model, retriever=retriever)
+    graph.invoke({"question": QUESTION}, context=SHORT | context)
+    assert retriever.queries == [(QUESTION, k)]
+
+
+def test_the_original_profile_retrieves_six_and_always_reads_with_the_qa_reader():
+    model, retriever = ScriptedModel(script=script("C")), RecordingRetriever(passages=CORPUS)
+    graph = adaptive_rag.build(model=model, retriever=retriever)
+    out = graph.invoke({"question": QUESTION}, context=SHORT | {"profile": "original"})
+    assert model.stages == [
+        "classify",
+        "reason",
+        "reason",
+        "answer",
+    ]  # the reader after "answer is"
+    assert {k for _, k in retriever.queries} == {6}
+    original = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 300}
+    assert model.kwargs_for() == [original] * 4
+    assert out["answer"] == "1871"
 
 
 def test_the_classifier_entry_opens_the_trace():

@@ -707,6 +707,22 @@ def test_methods_says_which_profile_produced_the_published_numbers():
     assert "prompts (--prompt NAME=FILE): init_note, refine_query" in " ".join(out.split())
 
 
+def test_methods_says_what_profile_original_changes():
+    out = " ".join(cli("methods").stdout.split())
+    assert "original (the baseline as its own paper and code ran it (docs/deviations.md))" in out
+    assert "profile original sets (unless given): qa_reader=True, top_k=6, top_p=1.0, " in out
+
+
+def test_ask_refuses_profile_original_for_a_method_without_one(
+    index_dir: Path, scripted: dict[str, Any]
+):
+    result = cli(
+        "ask", QUESTION, "--index", str(index_dir), "--method", "vanilla", "--profile", "original"
+    )
+    assert_one_error_line(result, "vanilla has no original profile")
+    assert scripted["model"].calls == []
+
+
 def test_ask_refuses_a_task_the_method_cannot_answer_before_any_model(
     index_dir: Path, scripted: dict[str, Any]
 ):

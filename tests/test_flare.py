@@ -370,6 +370,25 @@ def test_every_generator_call_asks_for_log_probabilities_with_the_originals_argu
     assert args["max_tokens"] == 30 and args["temperature"] == 0.7
 
 
+def test_no_call_asks_for_more_tokens_than_are_left_of_max_length():
+    # FACT is 11 tokens, BORN 7 (TOKEN: words and punctuation marks). The original asks its
+    # continuation for min(max_generation_len - generated, 64) tokens (jzbjyb/FLARE @ ec4b06b,
+    # src/openai_api.py); noterag keeps a confident look-ahead, so the look-ahead obeys it too.
+    assert [len(TOKEN.findall(s)) for s in (FACT, BORN)] == [11, 7]
+    model = LogprobModel(
+        script={"look_ahead": [more(FACT), more(BORN)], "regenerate": more(BORN)},
+        probs={"1871": 0.5},
+    )
+    out = run(model, max_length=20)
+    assert model.stages == ["look_ahead", "look_ahead", "regenerate", "look_ahead", "regenerate"]
+    assert [args["max_tokens"] for args in model.arguments()] == [20, 9, 9, 2, 2]
+    # (the scripted model ignores max_tokens: a real one would stop at 20)
+    assert out["stop_reason"] == "25 tokens generated (max_length = 20)"
+    model = LogprobModel(script={"look_ahead": [more(FACT), more(FACT), CONCLUDE]})
+    run(model, max_length=25)
+    assert [args["max_tokens"] for args in model.arguments()] == [25, 14, 3]
+
+
 @pytest.mark.parametrize(
     ("task", "reply", "expected"),
     [

@@ -79,6 +79,50 @@ def test_concluding_at_the_first_step_answers_with_that_sentence():
     assert not out.get("fallbacks")
 
 
+def test_every_call_decodes_greedily_as_the_originals_generator():
+    # StonyBrookNLP/ircot @ 3c1820f, commaqa/models/gpt3generator.py: temperature=0
+    model = ScriptedModel(script={"reason": [FACT, BORN], "answer": CONCLUDE})
+    run(model, max_steps=2)
+    assert model.stages == ["reason", "reason", "answer"]
+    assert model.kwargs_for() == [{"temperature": 0.0}] * 3
+    model = ScriptedModel(script={"reason": CONCLUDE})
+    run(model, temperature=0.7)  # a temperature the run sets wins
+    assert model.kwargs_for() == [{"temperature": 0.7}]
+
+
+def test_the_original_profile_is_ircot_qa_with_the_originals_k_and_sampling():
+    model, retriever = (
+        ScriptedModel(script={"reason": CONCLUDE, "answer": CONCLUDE}),
+        RecordingRetriever(passages=CORPUS),
+    )
+    out = run(model, retriever, profile="original")
+    # the reader answers after the loop although it concluded (IRCoT QA, as the paper reports)
+    assert model.stages == ["reason", "answer"]
+    assert retriever.queries == [(QUERY, 6)]  # base_configs: bm25_retrieval_count 6
+    assert model.kwargs_for() == [{"temperature": 0.0, "top_p": 1.0, "max_tokens": 300}] * 2
+    assert out["answer"] == "1871" and out["trace"][-1]["reader"] is True
+    # what the run sets wins over the original's
+    model, retriever = (
+        ScriptedModel(script={"reason": CONCLUDE}),
+        RecordingRetriever(passages=CORPUS),
+    )
+    run(model, retriever, profile="original", top_k=3, qa_reader=False, max_tokens=50)
+    assert model.stages == ["reason"] and retriever.queries == [(QUERY, 3)]
+    assert model.kwargs_for() == [{"temperature": 0.0, "top_p": 1.0, "max_tokens": 50}]
+
+
+def test_the_original_settings_apply_to_a_dict_context_and_to_original():
+    ctx = ircot.IRCoTContext.original(top_k=2)
+    assert (ctx.profile, ctx.qa_reader, ctx.top_k, ctx.top_p, ctx.max_tokens) == (
+        "original",
+        True,
+        2,
+        1.0,
+        300,
+    )
+    assert ircot.IRCoTContext().qa_reader is False  # the paper profile keeps its defaults
+
+
 def test_never_concluding_runs_max_steps_then_the_qa_reader_answers():
     model = ScriptedModel(
         script={"reason": [FACT, BORN, "Fenwick studied at the Marrowgate Institute."],
@@ -217,7 +261,14 @@ def test_an_unknown_task_fails_before_any_search_or_call():
 
 @pytest.mark.parametrize(
     "bad",
-    [{"max_steps": 0}, {"prompt_set": 4}, {"demos": "nq"}, {"max_passages": 0}, {"max_demos": -1}],
+    [
+        {"max_steps": 0},
+        {"prompt_set": 4},
+        {"demos": "nq"},
+        {"max_passages": 0},
+        {"max_demos": -1},
+        {"demo_files": "flare"},
+    ],
 )
 def test_bad_settings_are_one_clear_error(bad: dict[str, Any]):
     with pytest.raises(ConfigError, match=next(iter(bad))):

@@ -7,6 +7,7 @@ events, and one run of the local model."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 from typing import Any
@@ -104,6 +105,68 @@ def run(
     return replug.build(model=model, retriever=retriever).invoke(
         {"question": QUESTION}, context=context
     )
+
+
+# --- the demonstrations ---------------------------------------------------------------------------
+
+DEMOS = [
+    {"id": "d1", "question": "Who designed the Pellin Bridge?", "answers": ["Lise Ambrath"]},
+    {"id": "d2", "question": "Where did Aurelio Fenwick study?",
+     "answers": [" the Marrowgate Institute ", "Marrowgate"]},
+    {"id": "d3", "question": "Not shown?", "answers": ["no"]},
+]  # fmt: skip
+
+
+def test_a_dataset_files_first_questions_open_every_pass_as_the_originals_demonstrations(
+    tmp_path: Any,
+):
+    # swj0419/REPLUG @ 6cbe797, downstream_eval/qa_final.py, main(): each demonstration as
+    # "Knowledge: <its top-1 document>\nQuestion: <q>\nAnswer: <first answer, stripped>\n\n"
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in DEMOS), encoding="utf-8")
+    model = LogprobModel(script={"generate": "Aurelio Fenwick"})
+    retriever = ScoredRetriever(scores=[2.0, 1.0, 0.0])
+    graph = replug.build(model=model, retriever=retriever)
+    graph.invoke({"question": QUESTION}, context={"demos_file": str(path), "max_demos": 2})
+    top = PASSAGES[0][2]  # the retriever's first passage, whatever the query
+    shown = (
+        f"Knowledge: {top}\nQuestion: Who designed the Pellin Bridge?\nAnswer: Lise Ambrath\n\n"
+        f"Knowledge: {top}\nQuestion: Where did Aurelio Fenwick study?\n"
+        "Answer: the Marrowgate Institute\n\n"
+    )
+    assert model.prompts_for("generate") == [
+        f"{shown}Knowledge: {text}\nQuestion: {QUESTION}\nAnswer:" for _, _, text in PASSAGES
+    ]
+    assert retriever.queries == [
+        (QUESTION, 5),
+        ("Who designed the Pellin Bridge?", 1),
+        ("Where did Aurelio Fenwick study?", 1),
+    ]
+    # the same under ainvoke
+    model = LogprobModel(script={"generate": "Aurelio Fenwick"})
+    graph = replug.build(model=model, retriever=ScoredRetriever(scores=[2.0, 1.0, 0.0]))
+    asyncio.run(
+        graph.ainvoke({"question": QUESTION}, context={"demos_file": str(path), "max_demos": 2})
+    )
+    assert model.prompts_for("generate")[0].startswith(shown + "Knowledge: ")
+
+
+def test_the_original_profile_shows_sixteen_demonstrations_and_needs_their_file(tmp_path: Any):
+    model = LogprobModel(script={"generate": "Aurelio Fenwick"})
+    graph = replug.build(model=model, retriever=ScoredRetriever(scores=[2.0, 1.0, 0.0]))
+    with pytest.raises(ConfigError, match="max_demos=16 .* set demos_file="):
+        graph.invoke({"question": QUESTION}, context={"profile": "original"})
+    with pytest.raises(ConfigError, match="max_demos=3 .* set demos_file="):
+        replug.REPLUGContext(max_demos=3)
+    assert model.calls == []
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in DEMOS), encoding="utf-8")
+    retriever = ScoredRetriever(scores=[2.0, 1.0, 0.0])
+    graph = replug.build(model=model, retriever=retriever)
+    graph.invoke({"question": QUESTION}, context={"profile": "original", "demos_file": str(path)})
+    # all three questions of the file (fewer than 16), each with its top-1; 10 passages asked
+    assert [k for _, k in retriever.queries] == [10, 1, 1, 1]
+    assert model.prompts_for("generate")[0].count("\nAnswer: ") == 3
 
 
 # --- the ensemble ---------------------------------------------------------------------------------

@@ -245,6 +245,17 @@ def test_the_weights_combine_the_scores(weights: dict[str, Any], scores: list[fl
     assert out["answer"] == answer
 
 
+def test_the_original_profile_scores_with_the_scripts_weights():
+    # AkariAsai/self-rag @ 1fcdc42: the README's QA command gives no weight, so --w_use 1.0
+    original = run(LogprobModel(script=script()), profile="original")
+    scripts = run(LogprobModel(script=script()), w_use=1.0, top_k=10)
+    paper = run(LogprobModel(script=script()))
+    scores = [s["score"] for s in original["segments"]]
+    assert scores == pytest.approx([s["score"] for s in scripts["segments"]])
+    assert scores == pytest.approx([3.35, 2.0, 0.45])  # .8 + .85 + .9 + seq .8, ...
+    assert scores != pytest.approx([s["score"] for s in paper["segments"]])
+
+
 def test_the_scores_from_the_functions_alone():
     """critique() on the parsed listing of p2's reply gives the same numbers."""
     message = AIMessage(

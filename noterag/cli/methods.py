@@ -14,6 +14,7 @@ PROFILE_NOTES = {
     "paper": "the printed paper's method",
     "official": "reproduces the official code: the configuration that produced the published "
     "numbers",
+    "original": "the baseline as its own paper and code ran it (docs/deviations.md)",
 }
 
 
@@ -30,6 +31,9 @@ def methods_command() -> None:
         console.print(Text(f"  {spec.summary}"))
         profiles = "; ".join(f"{p} ({PROFILE_NOTES.get(p, p)})" for p in spec.profiles)
         console.print(Text(f"  profiles: {profiles}"))
+        if "original" in spec.profiles:
+            changes = ", ".join(f"{k}={v}" for k, v in spec.context.ORIGINAL.items())
+            console.print(Text(f"  profile original sets (unless given): {changes}"))
         console.print(Text(f"  model roles (--<role>_model in Python): {', '.join(spec.roles)}"))
         console.print(
             Text(
