@@ -73,7 +73,10 @@ class REPLUGContext(RunContext):
         default=None,
         metadata={
             "description": "Sampling temperature for every pass (None: 0, the original's "
-            "greedy answers)."
+            "greedy answers).",
+            "ge": 0,
+            "le": 2,
+            "client": "sampling",
         },
     )
 
