@@ -146,13 +146,13 @@ def check_setting(schema: type, name: str, value: Any, *, choices: bool = True) 
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return
     ge, le = meta.get("ge"), meta.get("le")
-    if (ge is not None and value < ge) or (le is not None and value > le):
+    if ge is not None and value < ge or le is not None and value > le:
         if base is float and ge is not None and le is not None:
             rule = f"be between {_number(ge)} and {_number(le)}"
         elif ge is not None and value < ge:
             rule = "not be negative" if ge == 0 else f"be at least {_number(ge)}"
         else:
-            rule = f"be at most {_number(le)}"
+            rule = f"be at most {_number(le or 0)}"  # le is set: the value is above it
         raise ConfigError(f"{name} must {rule}, not {_number(value)}")
 
 

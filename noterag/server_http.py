@@ -241,9 +241,10 @@ def _check_settings(item: dict[str, Any], policy: ServerPolicy) -> None:
     """A run's or an assistant's settings, when it names its graph (a graph id as
     ``assistant_id``, or ``graph_id``)."""
     from noterag.methods import METHODS
+    from noterag.spec import check_run_prompts
 
     graph = item.get("graph_id") or item.get("assistant_id")
-    if graph not in METHODS:
+    if not isinstance(graph, str) or graph not in METHODS:
         return
     config = item.get("config") if isinstance(item.get("config"), dict) else {}
     values = item.get("context") or (config or {}).get("configurable")
@@ -251,7 +252,8 @@ def _check_settings(item: dict[str, Any], policy: ServerPolicy) -> None:
         return
     if not isinstance(values, dict):
         raise ConfigError(f"context must be an object of settings, not {type(values).__name__}")
-    check_run_settings(METHODS[graph].context, values, policy)
+    settings = check_run_settings(METHODS[graph].context, values, policy)
+    check_run_prompts(METHODS[graph], settings.context)
 
 
 SERVER_POLICY = ServerPolicy.from_env()

@@ -280,6 +280,14 @@ def override_prompts(prompt_set: Any, overrides: Mapping[str, Any] | None) -> An
 # --- the server's factories ------------------------------------------------------------------------
 
 
+def check_run_prompts(spec: MethodSpec, ctx: RunContext) -> None:
+    """The run's prompt overrides checked against the prompts of its profile (names and
+    slots), before any node runs."""
+    prompt_set = spec.prompts.get(ctx.profile)
+    if ctx.prompts and prompt_set is not None:
+        override_prompts(prompt_set, ctx.prompts)
+
+
 def server_graph(spec: MethodSpec) -> Callable[..., Any]:
     """The async factory a graph module names in langgraph.json (``make_graph = server_graph(SPEC)``).
 
@@ -311,10 +319,7 @@ def server_graph(spec: MethodSpec) -> Callable[..., Any]:
             if not policies:
                 policies.append(ServerPolicy.from_env())
             settings = check_run_settings(spec.context, execution.context, policies[0])
-            if settings.context.prompts:
-                prompt_set = spec.prompts.get(settings.context.profile)
-                if prompt_set is not None:
-                    override_prompts(prompt_set, settings.context.prompts)
+            check_run_prompts(spec, settings.context)
             key = (settings.model, settings.index)
         if key in built:
             return built[key]

@@ -489,6 +489,17 @@ def test_bad_settings_are_refused_before_the_server_stores_them(
     assert json.loads(body)["detail"].startswith(message)
 
 
+def test_a_misspelt_prompt_slot_is_refused_where_the_operator_allows_prompts() -> None:
+    guard, inner = _guard(allow_client_prompts=True)
+    run = {"assistant_id": "deepnote", "input": {"question": QUESTION},
+           "context": {"prompts": MISSPELT}}  # fmt: skip
+    status, body, _ = _request(guard, "/runs/stream", _json(run))
+    assert status == 422 and inner.bodies == []
+    assert json.loads(body)["detail"].startswith("prompt override answer.multihop: no slot {qeury}")
+    run["context"] = {"prompts": {"answer.multihop": "Notes: {note}\nAnswer:"}}
+    assert _request(guard, "/runs/stream", _json(run))[0] == 200
+
+
 def test_a_run_the_client_waits_on_is_cancelled_when_it_leaves() -> None:
     guard, inner = _guard()
     run = {"assistant_id": "deepnote", "input": {"question": QUESTION}, "on_disconnect": "continue"}
