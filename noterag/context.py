@@ -404,6 +404,8 @@ def with_configurable(
     if isinstance(context, RunContext):
         return context  # a whole context object: every setting is its own
     if isinstance(context, Mapping):
+        if settings.keys() <= context.keys():
+            return context  # the server's case: its configurable mirrors the context
         return settings | dict(context)
     return context  # resolve_context names what is wrong with it
 
