@@ -50,13 +50,13 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, ClassVar, Literal
 
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import RunContext
+from noterag.context import MOST_PASSAGES, MOST_STEPS, RunContext, setting
 from noterag.errors import ConfigError
 from noterag.nodes.ircot import answer, reason, retrieve
 from noterag.nodes.step import node
@@ -65,10 +65,6 @@ from noterag.profiles import PAPER
 from noterag.prompts import ircot as prompts
 from noterag.spec import Deps, MethodSpec, server_graph
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
-
-
-def _field(default: Any, description: str) -> Any:
-    return field(default=default, metadata={"description": description})
 
 
 @dataclass(kw_only=True)
@@ -88,45 +84,59 @@ class IRCoTContext(RunContext):
         "max_tokens": 300,
     }
 
-    max_steps: int = _field(
+    max_steps: int = setting(
         10,
         "The most chain-of-thought sentences (reasoning steps); a loop that reaches it without "
         '"answer is" is answered by the QA reader (the original\'s max_num_sentences, 10).',
+        ge=1,
+        le=MOST_STEPS,
     )
-    max_passages: int | None = _field(
+    max_passages: int | None = setting(
         15,
         "Paragraphs collected at most; retrieved ones past it are not added (the original's "
         "global_max_num_paras, 15). None: no cap.",
+        ge=1,
+        le=MOST_PASSAGES,
     )
-    demos: Literal["hotpotqa", "2wikimultihopqa", "musique"] = _field(
+    demos: Literal["hotpotqa", "2wikimultihopqa", "musique"] = setting(
         "hotpotqa", "Whose chain-of-thought demonstrations the prompts show (the original's files)."
     )
-    demo_files: Literal["ircot", "adaptive-rag"] = _field(
+    demo_files: Literal["ircot", "adaptive-rag"] = setting(
         "ircot",
         "Whose demonstration files: ircot, StonyBrookNLP/ircot's gold_with_2_distractors files "
         "(the config's distractor_count); adaptive-rag, starsuzi/Adaptive-RAG's own "
         "gold_with_1_distractors files, which its route C read.",
     )
-    prompt_set: int = _field(
+    prompt_set: int = setting(
         1,
         "Which of the original's three sets of 15 demonstrations (1, 2 or 3; the authors tune "
         "on set 1 and report the mean over the three).",
+        ge=1,
+        le=3,
     )
-    max_demos: int | None = _field(
-        None, "Demonstrations at most, the set's first ones (None: all 15, then the length rules)."
+    max_demos: int | None = setting(
+        None,
+        "Demonstrations at most, the set's first ones (None: all 15, then the length rules).",
+        ge=0,
+        le=100,
     )
-    prompt_tokens: int | None = _field(
+    prompt_tokens: int | None = setting(
         8000,
         "The original's prompt budget in tokens (code-davinci-002: 8000, 300 of them kept for "
         "the reply): demonstrations are dropped, the last ones when read and the first ones at "
         "each call, until the prompt fits (tokens estimated). None: keep them all.",
+        ge=1,
+        le=200_000,
     )
-    temperature: float | None = _field(
+    temperature: float | None = setting(
         None,
         "Sampling temperature for every call (None: 0, the original's greedy decoding: "
         "GPT3Generator's temperature=0, top_p=1).",
+        ge=0,
+        le=2,
+        client="sampling",
     )
-    qa_reader: bool = _field(
+    qa_reader: bool = setting(
         False,
         "IRCoT QA as the paper reports it: after the loop the QA reader answers from every "
         "collected paragraph, even when the loop concluded. Off: a concluded loop answers with "
@@ -135,10 +145,6 @@ class IRCoTContext(RunContext):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.max_steps < 1:
-            raise ConfigError(f"max_steps must be at least 1, not {self.max_steps}")
-        if self.max_passages is not None and self.max_passages < 1:
-            raise ConfigError(f"max_passages must be at least 1 or None, not {self.max_passages}")
         if self.demos not in prompts.DATASETS:
             raise ConfigError(
                 f"demos must be one of {', '.join(prompts.DATASETS)}, not {self.demos!r}"
@@ -147,12 +153,6 @@ class IRCoTContext(RunContext):
             raise ConfigError(
                 f"demo_files must be one of {', '.join(prompts.DEMO_FILES)}, not {self.demo_files!r}"
             )
-        if self.prompt_set not in (1, 2, 3):
-            raise ConfigError(f"prompt_set must be 1, 2 or 3, not {self.prompt_set!r}")
-        if self.max_demos is not None and self.max_demos < 0:
-            raise ConfigError(f"max_demos must not be negative, not {self.max_demos}")
-        if self.prompt_tokens is not None and self.prompt_tokens < 1:
-            raise ConfigError(f"prompt_tokens must be at least 1 or None, not {self.prompt_tokens}")
 
 
 class IRCoTOutput(CostFields, ChatFields, total=False):

@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import RunContext
+from noterag.context import MOST_STEPS, RunContext
 from noterag.errors import ConfigError
 from noterag.nodes.iter_retgen import answer, generate
 from noterag.nodes.retrieve import retrieve
@@ -53,7 +53,9 @@ class IterRetGenContext(RunContext):
         default=3,
         metadata={
             "description": "T: the retrieval-generation iterations; the T-th generation is the "
-            "answer (ReSP's comparison, via FlashRAG: 3; the paper: 1 to 7, costs at 2)."
+            "answer (ReSP's comparison, via FlashRAG: 3; the paper: 1 to 7, costs at 2).",
+            "ge": 1,
+            "le": MOST_STEPS,
         },
     )
     demos: Literal["hotpotqa", "2wikimultihopqa", "musique", "bamboogle"] = field(
@@ -66,8 +68,6 @@ class IterRetGenContext(RunContext):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.max_steps < 1:
-            raise ConfigError(f"max_steps must be at least 1, not {self.max_steps}")
         if self.demos not in prompts.DATASETS:
             raise ConfigError(
                 f"demos must be one of {', '.join(prompts.DATASETS)}, not {self.demos!r}"

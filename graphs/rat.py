@@ -28,8 +28,7 @@ from typing import Annotated, Any, ClassVar
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import RunContext
-from noterag.errors import ConfigError
+from noterag.context import MOST_STEPS, RunContext
 from noterag.nodes.rat import answer, draft, query, revise
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.step import node
@@ -51,14 +50,11 @@ class RATContext(RunContext):
         default=3,
         metadata={
             "description": "The most draft steps revised, one query and one revision each; a "
-            "longer draft's last step holds the rest of it."
+            "longer draft's last step holds the rest of it.",
+            "ge": 1,
+            "le": MOST_STEPS,
         },
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.max_steps < 1:
-            raise ConfigError(f"max_steps must be at least 1, not {self.max_steps}")
 
 
 class RATOutput(CostFields, ChatFields, total=False):

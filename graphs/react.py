@@ -33,8 +33,7 @@ from typing import Annotated, Any, ClassVar
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import RunContext
-from noterag.errors import ConfigError
+from noterag.context import MOST_STEPS, RunContext
 from noterag.nodes.react import act, answer, reason
 from noterag.nodes.step import node
 from noterag.nodes.stops import react_stop, stop_check
@@ -62,14 +61,11 @@ class ReActContext(RunContext):
         default=7,
         metadata={
             "description": "The most Thought/Action/Observation steps (the notebook's 7); a run "
-            "that has not taken Finish by then answers with one call from its trajectory."
+            "that has not taken Finish by then answers with one call from its trajectory.",
+            "ge": 1,
+            "le": MOST_STEPS,
         },
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.max_steps < 1:
-            raise ConfigError(f"max_steps must be at least 1, not {self.max_steps}")
 
 
 class ReActOutput(CostFields, ChatFields, total=False):

@@ -82,7 +82,9 @@ class RecompContext(RunContext):
         default=5,
         metadata={
             "description": "Extractive: the sentences kept (FlashRAG's refiner_topk, 5), in "
-            "their passage order."
+            "their passage order.",
+            "ge": 1,
+            "le": 100,
         },
     )
 
@@ -93,8 +95,6 @@ class RecompContext(RunContext):
             raise ConfigError(
                 f"compression must be one of {', '.join(COMPRESSIONS)}, not {self.compression!r}"
             )
-        if self.sentences < 1:
-            raise ConfigError(f"sentences must be at least 1, not {self.sentences}")
 
 
 class RecompOutput(CostFields, ChatFields, total=False):

@@ -60,7 +60,7 @@ from typing import Annotated, Any, ClassVar
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import RunContext
+from noterag.context import RunContext, setting
 from noterag.errors import ConfigError
 from noterag.nodes import replug as steps
 from noterag.nodes.step import node
@@ -81,28 +81,31 @@ class REPLUGContext(RunContext):
     # the run's demos_file (the authors' data files are not in their repository).
     ORIGINAL: ClassVar[Mapping[str, Any]] = {"top_k": 10, "max_demos": 16}
 
-    demos_file: str | None = field(
-        default=None,
-        metadata={
-            "description": "A dataset file (any format `noterag eval` reads, e.g. the train "
-            "split) whose first max_demos questions are shown before every pass, each with its "
-            "top-1 passage and first answer, as the original shows its QA data file's demos. "
-            "None: no demonstrations."
-        },
+    # A file of the machine that runs the graph, read into every prompt: on a server, the
+    # operator's (a client may name it only where prompt overrides are allowed).
+    demos_file: str | None = setting(
+        None,
+        "A dataset file (any format `noterag eval` reads, e.g. the train split) whose first "
+        "max_demos questions are shown before every pass, each with its top-1 passage and first "
+        "answer, as the original shows its QA data file's demos. None: no demonstrations.",
+        client="prompts",
     )
-    max_demos: int = field(
-        default=0,
-        metadata={
-            "description": "Demonstrations shown, the first of demos_file (the original: 16; "
-            "profile=original sets 16, which needs demos_file). 0: none."
-        },
+    max_demos: int = setting(
+        0,
+        "Demonstrations shown, the first of demos_file (the original: 16; profile=original sets "
+        "16, which needs demos_file). 0: none.",
+        ge=0,
+        le=64,
     )
 
     temperature: float | None = field(
         default=None,
         metadata={
             "description": "Sampling temperature for every pass (None: 0, the original's "
-            "greedy answers)."
+            "greedy answers).",
+            "ge": 0,
+            "le": 2,
+            "client": "sampling",
         },
     )
 

@@ -126,25 +126,35 @@ class SelfRAGContext(RunContext):
         default=0.2,
         metadata={
             "description": "Adaptive retrieval: retrieve when p([Retrieval]) / (p([Retrieval]) + "
-            "p([No Retrieval])) exceeds this (Self-RAG: 0.2)."
+            "p([No Retrieval])) exceeds this (Self-RAG: 0.2).",
+            "ge": 0,
+            "le": 1,
         },
     )
     w_rel: float = field(
         default=1.0,
-        metadata={"description": "Weight of the IsRel score ([Relevant]) in a segment's score."},
+        metadata={
+            "description": "Weight of the IsRel score ([Relevant]) in a segment's score.",
+            "ge": 0,
+            "le": 10,
+        },
     )
     w_sup: float = field(
         default=1.0,
         metadata={
             "description": "Weight of the IsSup score ([Fully supported] 1, [Partially "
-            "supported] 0.5) in a segment's score; 0: no support score."
+            "supported] 0.5) in a segment's score; 0: no support score.",
+            "ge": 0,
+            "le": 10,
         },
     )
     w_use: float = field(
         default=0.5,
         metadata={
             "description": "Weight of the IsUse score ([Utility:1..5] as -1 .. 1) in a segment's "
-            "score; 0: no utility score (the paper: 0.5; run_short_form.py's default: 1.0)."
+            "score; 0: no utility score (the paper: 0.5; run_short_form.py's default: 1.0).",
+            "ge": 0,
+            "le": 10,
         },
     )
     use_seqscore: bool = field(
@@ -159,7 +169,9 @@ class SelfRAGContext(RunContext):
         metadata={
             "description": "Log-probabilities listed per token (OpenAI and vLLM allow 20 unless "
             "the server raises --max-logprobs); a reflection token outside them counts as "
-            "exp(-100)."
+            "exp(-100).",
+            "ge": 1,
+            "le": 20,
         },
     )
     skip_special_tokens: bool | None = field(
@@ -174,14 +186,20 @@ class SelfRAGContext(RunContext):
         default=None,
         metadata={
             "description": "Sampling temperature for every call (None: 0, the original's greedy "
-            "decoding)."
+            "decoding).",
+            "ge": 0,
+            "le": 2,
+            "client": "sampling",
         },
     )
     max_tokens: int | None = field(
         default=None,
         metadata={
             "description": "New tokens per generation (None: 100, run_short_form.py "
-            "--max_new_tokens for QA); the retrieval decision generates one."
+            "--max_new_tokens for QA); the retrieval decision generates one.",
+            "ge": 1,
+            "le": 32_768,
+            "client": "sampling",
         },
     )
 
@@ -190,12 +208,6 @@ class SelfRAGContext(RunContext):
         check_task(self.task)
         if self.mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ConfigError(f"threshold must be from 0 to 1, not {self.threshold}")
-        if self.top_logprobs < 1:
-            raise ConfigError(f"top_logprobs must be at least 1, not {self.top_logprobs}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise ConfigError(f"max_tokens must be at least 1, not {self.max_tokens}")
 
     def sampling(self) -> dict[str, Any]:
         """The run's temperature and top_p; the token cap is set per call (one token for the

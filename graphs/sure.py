@@ -67,7 +67,6 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import RunContext
-from noterag.errors import ConfigError
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.step import node
 from noterag.nodes.stops import stop_check, sure_stop
@@ -94,23 +93,21 @@ class SuReContext(RunContext):
         metadata={
             "description": "K: the answer candidates generated from the passages, each then "
             "summarised, validated and ranked (SuRe: 2; the prompt asks for 'two' then). Costs "
-            "1 + 2K + K(K-1) calls."
+            "1 + 2K + K(K-1) calls.",
+            "ge": 2,
+            "le": MAX_CANDIDATES,
         },
     )
     temperature: float | None = field(
         default=None,
         metadata={
             "description": "Sampling temperature for every call (None: 0, the official SuRe "
-            "code's temperature)."
+            "code's temperature).",
+            "ge": 0,
+            "le": 2,
+            "client": "sampling",
         },
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 2 <= self.n_candidates <= MAX_CANDIDATES:
-            raise ConfigError(
-                f"n_candidates must be from 2 to {MAX_CANDIDATES}, not {self.n_candidates}"
-            )
 
 
 class SuReOutput(CostFields, ChatFields, total=False):

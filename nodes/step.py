@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -27,7 +28,7 @@ from langgraph._internal._runnable import RunnableCallable
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from noterag.context import RunContext, resolve_context
+from noterag.context import RunContext, resolve_context, with_configurable
 from noterag.nodes.parsing import count_fallbacks, fell_back
 from noterag.profiles import Profile
 from noterag.spec import Deps, override_prompts
@@ -103,20 +104,34 @@ class Env:
         return {**self.profile.sampling, **self.ctx.sampling()}
 
 
-# (set, overrides) -> (the set, the overridden set); the set itself is kept beside its id, so an
-# id reused by a later set can never return another set's overrides
-_OVERRIDDEN: dict[tuple[int, tuple[tuple[str, str], ...]], tuple[Any, Any]] = {}
+class _Same:
+    """A key that is equal only to a key of the same object (a prompt set holds dicts, so it
+    has no hash of its own). The cache holds the key, and so the object: its id cannot be
+    reused by another set while its entry lives."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+
+# A run's steps share one overridden set. Bounded: a server's clients may send a new override
+# with every run, and each entry holds a whole prompt set.
+@functools.lru_cache(maxsize=64)
+def _overridden(prompt_set: _Same, overrides: tuple[tuple[str, str], ...]) -> Any:
+    return override_prompts(prompt_set.obj, dict(overrides))
 
 
 def _with_overrides(prompt_set: Any, overrides: Mapping[str, str] | None) -> Any:
-    # cached per (set, overrides): a run's steps share one overridden set
     if not overrides:
         return prompt_set
-    key = (id(prompt_set), tuple(sorted(overrides.items())))
-    cached = _OVERRIDDEN.get(key)
-    if cached is None or cached[0] is not prompt_set:
-        cached = _OVERRIDDEN[key] = (prompt_set, override_prompts(prompt_set, overrides))
-    return cached[1]
+    return _overridden(_Same(prompt_set), tuple(sorted(overrides.items())))
 
 
 def reply_text(message: BaseMessage, sep: str = "") -> str:
@@ -248,14 +263,18 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
         after = after_update(deps.state_schema, state, update)
         return then.route(after, env.ctx, env.profile, update)
 
-    def env_now(state: Mapping[str, Any], runtime: Runtime) -> Env:
-        ctx = run_context(deps.context_schema, runtime.context)
-        return Env(
+    def env_now(state: Mapping[str, Any], config: RunnableConfig, runtime: Runtime) -> Env:
+        given = with_configurable(deps.context_schema, runtime.context, config.get("configurable"))
+        ctx = run_context(deps.context_schema, given)
+        env = Env(
             ctx=ctx, deps=deps, profile=deps.profile(ctx, state), writer=runtime.stream_writer
         )
+        if ctx.prompts:
+            env.prompts  # noqa: B018 -- a misfit override is refused here, before any model call
+        return env
 
     def run_sync(state: dict[str, Any], config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
-        env, tally = env_now(state, runtime), _Tally()
+        env, tally = env_now(state, config, runtime), _Tally()
 
         def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
@@ -280,7 +299,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
     async def run_async(
         state: dict[str, Any], config: RunnableConfig, runtime: Runtime
     ) -> dict[str, Any]:
-        env, tally = env_now(state, runtime), _Tally()
+        env, tally = env_now(state, config, runtime), _Tally()
         gen = step(state, env)
 
         async def perform(effect: Effect) -> Any:

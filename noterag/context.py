@@ -6,7 +6,11 @@ without a context (``runtime.context is None``) uses these defaults; a dict cont
 
 from __future__ import annotations
 
+import difflib
+import functools
 import math
+import operator
+import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -26,6 +30,12 @@ MAX_PASSAGE_CHARS = 10_000
 # The longest question a run accepts: far beyond any benchmark's, far below a prompt that
 # would fail at the endpoint after paid calls.
 MAX_QUESTION_CHARS = 8_000
+# The upper bounds of the loop caps every method declares (its max_steps, max_failures): the
+# papers run 3 (FLARE and IRCoT 10), and a cap bounds the model calls one question may make,
+# whoever sets it (a server's client included).
+MOST_STEPS = 20
+# ... and of passage caps (the papers' T_RP is 15).
+MOST_PASSAGES = 1_000
 
 
 def check_question_size(question: str) -> None:
@@ -38,21 +48,160 @@ def check_question_size(question: str) -> None:
         )
 
 
-def _field(default: Any, description: str) -> Any:
-    return field(default=default, metadata={"description": description})
+# What a server's client may set only where the operator allows it (noterag.server_policy):
+# "sampling", settings that change what one model call costs or does (temperature, reply and
+# passage lengths); "prompts", prompt overrides (the client's text sent with the operator's key).
+Client = Literal["sampling", "prompts"]
+
+
+def setting(
+    default: Any,
+    description: str,
+    *,
+    ge: float | None = None,
+    le: float | None = None,
+    client: Client | None = None,
+) -> Any:
+    """A context field: its default, its description (Studio shows it), and, declared beside
+    it, its bounds (``ge`` <= value <= ``le``; every numeric setting has both, so no client can
+    ask for 100,000 steps) and which server policy governs it (``client``). ``RunContext``
+    checks every field's type and bounds, in-process and on the server alike."""
+    metadata: dict[str, Any] = {"description": description}
+    if ge is not None:
+        metadata["ge"] = ge
+    if le is not None:
+        metadata["le"] = le
+    if client is not None:
+        metadata["client"] = client
+    return field(default=default, metadata=metadata)
+
+
+@functools.cache
+def _declared(schema: type) -> dict[str, tuple[Any, Mapping[str, Any]]]:
+    """Each field of a context dataclass: its type (resolved) and its metadata."""
+    hints = typing.get_type_hints(schema)
+    return {f.name: (hints[f.name], f.metadata) for f in fields(schema)}
+
+
+@functools.cache
+def _adapter(hint: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(hint)
+
+
+def _plain(hint: Any) -> tuple[Any, bool]:
+    """``int | None`` -> (int, True): the field's type without None, and whether None is one."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return functools.reduce(operator.or_, rest), True
+    return hint, False
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def allowed_values(schema: type, name: str) -> str:
+    """What ``name`` of ``schema`` accepts, as a phrase: "an integer from 0 to 20", "one of
+    paper, official", "true or false or None"."""
+    hint, meta = _declared(schema)[name]
+    base, optional = _plain(hint)
+    ge, le = meta.get("ge"), meta.get("le")
+    if typing.get_origin(base) is Literal:
+        text = "one of " + ", ".join(map(str, typing.get_args(base)))
+    elif base is bool:
+        text = "true or false"
+    elif base in (int, float):
+        text = "an integer" if base is int else "a number"
+        if ge is not None and le is not None:
+            text += f" from {_number(ge)} to {_number(le)}"
+        elif ge is not None:
+            text += f" >= {_number(ge)}"
+    elif typing.get_origin(base) is dict:
+        text = "a mapping of prompt names to template texts"
+    else:
+        text = getattr(base, "__name__", str(base))
+    return text + (" or None" if optional else "")
+
+
+def check_setting(schema: type, name: str, value: Any, *, choices: bool = True) -> None:
+    """Refuse ``value`` for the setting ``name`` of ``schema`` unless it has the declared type
+    (strictly: no "3" for 3, no true for 1) and lies within the declared bounds; the one error
+    line names the setting and what it accepts. ``choices=False``: a string for a field of
+    fixed choices passes here (its class may name the choices better: self-rag's task)."""
+    hint, meta = _declared(schema)[name]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, not {value}")
+    base, _ = _plain(hint)
+    # an integer is a number: JSON clients send 1 for 1.0
+    number = base is float and isinstance(value, int) and not isinstance(value, bool)
+    later = not choices and typing.get_origin(base) is Literal and isinstance(value, str)
+    if not (number or later):
+        try:
+            _adapter(hint).validate_python(value, strict=True)
+        except ValidationError:
+            raise ConfigError(
+                f"{name} must be {allowed_values(schema, name)}, not {_shown(value)}"
+            ) from None
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    ge, le = meta.get("ge"), meta.get("le")
+    if ge is not None and value < ge or le is not None and value > le:
+        if base is float and ge is not None and le is not None:
+            rule = f"be between {_number(ge)} and {_number(le)}"
+        elif ge is not None and value < ge:
+            rule = "not be negative" if ge == 0 else f"be at least {_number(ge)}"
+        else:
+            rule = f"be at most {_number(le or 0)}"  # le is set: the value is above it
+        raise ConfigError(f"{name} must {rule}, not {_number(value)}")
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def client_settings(schema: type, kind: Client) -> list[str]:
+    """The fields of ``schema`` a server's client may set only where the operator allows
+    ``kind`` ("sampling" or "prompts")."""
+    return [name for name, (_, meta) in _declared(schema).items() if meta.get("client") == kind]
+
+
+class _Settings(type):
+    """The metaclass of the context dataclasses: an unknown keyword is refused by name, not
+    with dataclass ``__init__``'s TypeError (LangGraph builds ``schema(**context)`` itself)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        refuse_unknown(cls, kwargs)
+        made = super().__call__(*args, **kwargs)
+        # the fixed choices last: a class's own check (in __post_init__) may say more
+        for f in fields(made):
+            check_setting(cls, f.name, getattr(made, f.name))
+        return made
+
+
+def refuse_unknown(schema: type, values: Mapping[str, Any]) -> None:
+    """One error naming the keys of ``values`` that are no setting of ``schema``, and its
+    settings."""
+    known = [f.name for f in fields(schema)]
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"unknown context field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
 
 
 @dataclass(kw_only=True)
-class RunContext:
+class RunContext(metaclass=_Settings):
     """Settings every method shares."""
 
-    top_k: int = _field(5, "Passages retrieved per query (the papers' top-k).")
-    task: Literal["multihop", "asqa", "strategyqa", "crud"] = _field(
+    top_k: int = setting(5, "Passages retrieved per query (the papers' top-k).", ge=1, le=100)
+    task: Literal["multihop", "asqa", "strategyqa", "crud"] = setting(
         "multihop",
         "Answer style: multihop (short answer), asqa (long form), strategyqa (yes/no), "
         "crud (Adaptive-Note only). The input's `task` overrides it.",
     )
-    profile: Literal["paper", "official", "original"] = _field(
+    profile: Literal["paper", "official", "original"] = setting(
         "paper",
         "paper: the papers' method as printed, with robust engineering; official: reproduce the "
         "official code, the configuration that produced the published numbers (its prompt files "
@@ -61,29 +210,44 @@ class RunContext:
         "ran it, where that differs from the note papers' setup (its own top-k, decoding, reader; "
         "the settings it changes, docs/deviations.md).",
     )
-    temperature: float | None = _field(
+    temperature: float | None = setting(
         None,
         "Sampling temperature for every call (None: the model's own; noterag's are 0.1; "
         "profile=official: 0.1).",
+        ge=0,
+        le=2,
+        client="sampling",
     )
-    top_p: float | None = _field(
-        None, "Nucleus sampling top_p (None: the model's own, 0.9; profile=official: 0.9)."
+    top_p: float | None = setting(
+        None,
+        "Nucleus sampling top_p (None: the model's own, 0.9; profile=official: 0.9).",
+        ge=0,
+        le=1,
+        client="sampling",
     )
-    max_tokens: int | None = _field(
-        None, "Cap on tokens per model reply (None: the model's own; profile=official: 1280)."
+    max_tokens: int | None = setting(
+        None,
+        "Cap on tokens per model reply (None: the model's own; profile=official: 1280).",
+        ge=1,
+        le=32_768,
+        client="sampling",
     )
-    max_passage_chars: int | None = _field(
+    max_passage_chars: int | None = setting(
         MAX_PASSAGE_CHARS,
         "A retrieved passage longer than this many characters is cut to it (marked with "
         "' [...]') before it reaches a prompt; each cut is counted in the run's fallbacks as "
         "passage_truncated. None: passages go whole.",
+        ge=1,
+        le=1_000_000,
+        client="sampling",
     )
     prompts: dict[str, str] | None = field(
         default=None,
         metadata={
             "description": "Prompt overrides for this run: prompt name (e.g. refine_query, "
             "answer.multihop) -> template text with the same {slots}; the verbatim prompt files "
-            "stay as they are."
+            "stay as they are.",
+            "client": "prompts",
         },
     )
 
@@ -114,30 +278,10 @@ class RunContext:
                 if name not in given:
                     setattr(self, name, value)
         # The command line's flags and -c pairs, the Python API and the server all end here,
-        # so a value is refused alike however it is given.
-        for f in fields(self):  # nan and infinity are no setting of any method
-            value = getattr(self, f.name)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ConfigError(f"{f.name} must be a finite number, not {value}")
-        if self.temperature is not None and not self.temperature >= 0:
-            raise ConfigError(f"temperature must be a finite number >= 0, not {self.temperature}")
-        if self.top_p is not None and not 0 <= self.top_p <= 1:
-            raise ConfigError(f"top_p must be between 0 and 1, not {self.top_p}")
-        for name in ("max_tokens", "max_passage_chars"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(f"{name} must be at least 1, not {value}")
-        if self.top_k < 1:
-            raise ConfigError(f"top_k must be at least 1, not {self.top_k}")
-        if self.task not in TASKS:
-            raise ConfigError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
-        if self.profile not in PROFILES:
-            raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}")
-        if self.prompts is not None and not (
-            isinstance(self.prompts, dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in self.prompts.items())
-        ):
-            raise ConfigError("prompts must map prompt names to template texts (strings)")
+        # so a value is refused alike however it is given: each field's type and bounds, as
+        # its declaration states them.
+        for f in fields(self):
+            check_setting(type(self), f.name, getattr(self, f.name), choices=False)
 
     def sampling(self) -> dict[str, Any]:
         """Per-call model arguments the user set (unset ones keep the model's own)."""
@@ -153,31 +297,33 @@ class RunContext:
 class NoteContext(RunContext):
     """The note loop's stop thresholds (Adaptive-Note: T_CI, T_IU, T_RP)."""
 
-    max_steps: int = _field(3, "Stop after this many note-update steps (T_CI / max_step).")
-    max_failures: int = _field(
-        2, "Stop after this many steps whose note was not better (T_IU / max_failure)."
+    max_steps: int = setting(
+        3, "Stop after this many note-update steps (T_CI / max_step).", ge=0, le=MOST_STEPS
     )
-    max_passages: int | None = _field(
+    max_failures: int = setting(
+        2,
+        "Stop after this many steps whose note was not better (T_IU / max_failure).",
+        ge=0,
+        le=MOST_STEPS,
+    )
+    max_passages: int | None = setting(
         15,
         "Stop once this many distinct passages were retrieved, the initial ones included (T_RP); "
         "None: no cap.",
+        ge=0,
+        le=MOST_PASSAGES,
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("max_steps", "max_failures", "max_passages"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigError(f"{name} must not be negative, not {value}")
 
 
 @dataclass(kw_only=True)
 class AdaptiveNoteContext(NoteContext):
     """Adaptive-Note's defaults: T_CI = 3, T_IU = 1, T_RP = 15 (paper, Section 4)."""
 
-    max_steps: int = _field(3, "T_CI: the most information-collection iterations.")
-    max_failures: int = _field(
-        1, "T_IU: the most invalid updates (note not better) before stopping."
+    max_steps: int = setting(
+        3, "T_CI: the most information-collection iterations.", ge=0, le=MOST_STEPS
+    )
+    max_failures: int = setting(
+        1, "T_IU: the most invalid updates (note not better) before stopping.", ge=0, le=MOST_STEPS
     )
 
 
@@ -188,15 +334,14 @@ class DeepNoteContext(NoteContext):
     official code also stops once more than ``--max_top_k`` (15) distinct passages were read:
     under ``profile="official"`` an unset cap is that 15."""
 
-    max_passages: int | None = _field(
+    max_passages: int | None = setting(
         None,
         "Passage cap: stop once more than this many distinct passages were retrieved. None: no "
         "cap under profile=paper (the paper has none), the official code's 15 under "
         "profile=official.",
+        ge=0,
+        le=MOST_PASSAGES,
     )
-
-
-OFFICIAL_CODES = ("adaptive-note", "deepnote")
 
 
 @dataclass(kw_only=True)
@@ -205,34 +350,24 @@ class BaselineContext(RunContext):
     ``profile="official"`` reproduces (both official codes have ``--method base`` and
     ``base_wo_retri``, with the same prompt files but different passage formats)."""
 
-    official_code: Literal["adaptive-note", "deepnote"] = _field(
+    official_code: Literal["adaptive-note", "deepnote"] = setting(
         "adaptive-note",
         "Under profile=official: reproduce the baseline runs of this official code (its passage "
         "format; deepnote also has StrategyQA prompt files).",
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.official_code not in OFFICIAL_CODES:
-            raise ConfigError(
-                f"official_code must be one of {', '.join(OFFICIAL_CODES)}, not {self.official_code!r}"
-            )
 
 
 @dataclass(kw_only=True)
 class ReSPContext(RunContext):
     """ReSP's iteration cap (paper, Section 5.2: top-5 documents, at most 3 iterations)."""
 
-    max_steps: int = _field(
+    max_steps: int = setting(
         3,
         "M: the most retrieve-summarize-judge iterations, the first (for the question itself) "
         "included; then the generator answers from the memory queues.",
+        ge=1,
+        le=MOST_STEPS,
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.max_steps < 1:
-            raise ConfigError(f"max_steps must be at least 1, not {self.max_steps}")
 
 
 @dataclass(kw_only=True)
@@ -240,27 +375,24 @@ class AmberContext(RunContext):
     """Amber's iteration cap (paper, Table 4: max iterations 3) and its ablation switches
     (Table 2: w/o CF, w/o SF, w/o AMU). There is no passage cap and no failure threshold."""
 
-    max_steps: int = _field(
+    max_steps: int = setting(
         3,
         "The most iterations of the adaptive information collector, the first (for the "
         "question itself) included; then the answer is written from the best memory.",
+        ge=1,
+        le=MOST_STEPS,
     )
-    chunk_filter: bool = _field(
+    chunk_filter: bool = setting(
         True, "Chunk-level filter: an NLI verdict per passage drops the useless ones (off: w/o CF)."
     )
-    sentence_filter: bool = _field(
+    sentence_filter: bool = setting(
         True,
         "Sentence-level filter: keep only the helpful sentences of each kept passage (off: w/o SF).",
     )
-    agent_updater: bool = _field(
+    agent_updater: bool = setting(
         True,
         "Agent-based memory updater: reviewer, challenger and refiner revise each memory draft (off: w/o AMU).",
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.max_steps < 1:
-            raise ConfigError(f"max_steps must be at least 1, not {self.max_steps}")
 
 
 def resolve_context(schema: type[RunContext], value: Any) -> RunContext:
@@ -275,13 +407,52 @@ def resolve_context(schema: type[RunContext], value: Any) -> RunContext:
         raise ConfigError(
             f"context must be a dict or {schema.__name__}, not {type(value).__name__}"
         )
-    known = {f.name for f in fields(schema)}
-    unknown = sorted(set(value) - known)
-    if unknown:
-        raise ConfigError(
-            f"unknown context field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-        )
     return schema(**value)
+
+
+def with_configurable(
+    schema: type[RunContext], context: Any, configurable: Mapping[str, Any] | None
+) -> Any:
+    """The run's context with the settings given as ``config["configurable"]`` (e.g.
+    ``graph.with_config(configurable={"max_steps": 1})``, as the LangGraph server reads them)
+    beneath it: a key the context also sets keeps the context's value. Other configurable keys
+    belong to LangGraph (thread_id, ...) or to other runnables (a model's configurable fields)
+    and are left alone, except one a letter or two away from a setting's name: a misspelt
+    setting, refused rather than ignored."""
+    if not configurable:
+        return context
+    names = setting_names(schema)
+    settings = {k: v for k, v in configurable.items() if k in names}
+    _check_misspelt(schema, frozenset(configurable))
+    if not settings:
+        return context
+    if context is None:
+        return settings
+    if isinstance(context, RunContext):
+        return context  # a whole context object: every setting is its own
+    if isinstance(context, Mapping):
+        if settings.keys() <= context.keys():
+            return context  # the server's case: its configurable mirrors the context
+        return settings | dict(context)
+    return context  # resolve_context names what is wrong with it
+
+
+# configurable keys of the LangGraph server's own (a per-assistant model and index) that are
+# close to a setting's name (self-rag's mode) without being one
+SERVER_KEYS = frozenset({"model", "index"})
+
+
+@functools.lru_cache(maxsize=256)
+def _check_misspelt(schema: type[RunContext], keys: frozenset[str]) -> None:
+    # cached: a server's runs and an eval's questions repeat the same keys in every node
+    names = setting_names(schema)
+    for key in sorted(keys - set(names) - SERVER_KEYS):
+        near = difflib.get_close_matches(key, names, n=1, cutoff=0.9)
+        if near and not key.startswith("_"):
+            raise ConfigError(
+                f"configurable key {key!r} is no setting of this method; did you mean "
+                f"{near[0]}? Settings: {', '.join(names)}"
+            )
 
 
 def context_from_pairs(schema: type[RunContext], pairs: list[str]) -> dict[str, Any]:

@@ -15,14 +15,21 @@ since the server reads the body as JSON whatever its type. ``app`` (langgraph.js
 CORS settings do not allow, preflights included. Requests without an ``Origin`` (the Python and
 JavaScript SDKs, curl, ``RemoteGraph``) are not browser requests and pass.
 
-Widening: add origins to ``http.cors.allow_origins`` (or widen ``allow_origin_regex``) in
+Widening: list origins in ``NOTERAG_CORS_ORIGINS`` (comma-separated, read when the server
+starts: ``https://agentchat.vercel.app`` admits the hosted Agent Chat UI), which this guard
+allows and answers with CORS headers of their own; or add them to ``http.cors.allow_origins`` (or widen ``allow_origin_regex``) in
 langgraph.json, or set ``CORS_CONFIG`` to a JSON object of the same shape in the server's
 environment, which replaces the block; both this guard and the CORS headers follow it.
 ``"allow_origins": ["*"]`` restores langgraph-api's default (any origin).
+
+``RequestGuard`` applies the operator's policy (``noterag.server_policy``) to every request
+before langgraph-api reads or stores it: body size, question length, settings, cancellation on
+disconnect.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -30,9 +37,12 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["OriginGuard", "app", "origin_allowed"]
+from noterag.errors import ConfigError
+from noterag.server_policy import ServerPolicy, check_input, check_run_settings
+
+__all__ = ["OriginGuard", "RequestGuard", "app", "origin_allowed"]
 
 
 def server_cors_config() -> Mapping[str, Any] | None:
@@ -55,6 +65,16 @@ def origin_allowed(origin: str, cors: Mapping[str, Any] | None) -> bool:
     return isinstance(pattern, str) and bool(pattern) and re.fullmatch(pattern, origin) is not None
 
 
+def _cors_middleware(app: ASGIApp, cors: Mapping[str, Any] | None, origins: tuple[str, ...]) -> Any:
+    """Starlette's CORSMiddleware for ``origins``, with the server's other CORS settings."""
+    from starlette.middleware.cors import CORSMiddleware
+
+    settings = {k: v for k, v in (cors or {}).items() if not k.startswith("allow_origin")}
+    settings.setdefault("allow_methods", ["GET", "POST", "PUT", "PATCH", "DELETE"])
+    settings.setdefault("allow_headers", ["*"])
+    return CORSMiddleware(app, allow_origins=list(origins), **settings)
+
+
 class OriginGuard:
     """ASGI middleware: HTTP 403 for a request whose ``Origin`` the CORS settings refuse (read
     once, on the first request: the server's configuration is fixed by then)."""
@@ -65,12 +85,17 @@ class OriginGuard:
         cors: Mapping[str, Any] | None = None,
         *,
         server_settings: bool = True,
+        extra_origins: tuple[str, ...] | None = None,
     ) -> None:
         self.app = app
         # server_settings: the server's own, looked up on the first request (the tests pass
         # theirs as ``cors``).
         self._cors = cors
         self._pending = server_settings
+        # NOTERAG_CORS_ORIGINS: allowed here, and answered with CORS headers by a
+        # CORSMiddleware of their own (langgraph-api's answers only its configured origins)
+        self.extra = SERVER_POLICY.cors_origins if extra_origins is None else extra_origins
+        self._extra_app: ASGIApp | None = None
 
     def _settings(self) -> Mapping[str, Any] | None:
         if self._pending:
@@ -83,11 +108,17 @@ class OriginGuard:
                 (value.decode("latin-1") for key, value in scope["headers"] if key == b"origin"),
                 None,
             )
+            if origin is not None and origin in self.extra:
+                if self._extra_app is None:
+                    self._extra_app = _cors_middleware(self.app, self._settings(), self.extra)
+                await self._extra_app(scope, receive, send)
+                return
             if origin is not None and not origin_allowed(origin, self._settings()):
                 response = JSONResponse(
                     {
-                        "detail": f"origin {origin} is not allowed: add it to http.cors in "
-                        "langgraph.json to let its pages use this server"
+                        "detail": f"origin {origin} is not allowed: add it to "
+                        "NOTERAG_CORS_ORIGINS (or http.cors in langgraph.json) to let its pages "
+                        "use this server"
                     },
                     status_code=403,
                 )
@@ -96,6 +127,137 @@ class OriginGuard:
         await self.app(scope, receive, send)
 
 
+# POST paths that create runs (stateless, on a thread, in batches, as crons) and the ones whose
+# client waits on the run (streams or waits): those get on_disconnect="cancel".
+_RUNS = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/stream|/wait|/batch|/crons)?/?$")
+_WAITS = re.compile(r"/(?:stream|wait)/?$")
+_ASSISTANTS = re.compile(r"^/assistants(?:/[^/]+)?/?$")
+_BODIES = {"POST", "PUT", "PATCH"}
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+class RequestGuard:
+    """ASGI middleware: the operator's policy (``noterag.server_policy``) applied to a request
+    before langgraph-api reads it, so nothing refused is ever stored.
+
+    - A body longer than ``max_body_bytes`` is refused with HTTP 413 at its Content-Length, or
+      as soon as a chunked body passes the limit: at most that much is ever held.
+    - A run's input whose question (or message) is too long, and a run's or an assistant's
+      settings that the method or the policy refuses, get HTTP 422 naming the setting (for an
+      assistant named by its UUID the graph factory checks them, at the run).
+    - A run whose client streams it or waits for it is cancelled when that client disconnects
+      (``on_disconnect="cancel"``) unless the operator turned that off.
+    """
+
+    def __init__(self, app: ASGIApp, policy: ServerPolicy | None = None) -> None:
+        self.app = app
+        self.policy = policy or SERVER_POLICY
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in _BODIES:
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await self._body(scope, receive)
+            body = self._checked(scope["method"], scope["path"], body)
+        except _Refused as refused:
+            await JSONResponse({"detail": refused.detail}, status_code=refused.status)(
+                scope, receive, send
+            )
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            # the body once, then the client's own messages (its disconnect, which cancels)
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        # the body may have been rewritten (on_disconnect), and may have come chunked
+        scope = dict(scope)
+        scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"content-length"] + [
+            (b"content-length", str(len(body)).encode())
+        ]
+        await self.app(scope, replay, send)
+
+    async def _body(self, scope: Scope, receive: Receive) -> bytes:
+        limit = self.policy.max_body_bytes
+        too_big = _Refused(
+            413,
+            f"the request body is larger than this server accepts ({limit:,} bytes; the "
+            "operator sets NOTERAG_MAX_BODY_BYTES)",
+        )
+        for key, value in scope["headers"]:
+            if key == b"content-length" and value.isdigit() and int(value) > limit:
+                raise too_big
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Refused(400, "the client went away")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise too_big
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return b"".join(chunks)
+
+    def _checked(self, method: str, path: str, body: bytes) -> bytes:
+        """``body``, with ``on_disconnect`` imposed where it applies; _Refused for a refused
+        run or assistant."""
+        runs = method == "POST" and _RUNS.match(path) is not None
+        if not (runs or _ASSISTANTS.match(path)) or not body.strip():
+            return body
+        try:
+            payload = json.loads(body)
+        except (ValueError, RecursionError):
+            raise _Refused(422, "the request body is not valid JSON") from None
+        items = payload if isinstance(payload, list) else [payload]
+        changed = False
+        try:
+            for item in items:
+                if not isinstance(item, dict):
+                    continue
+                if runs:
+                    check_input(item.get("input"))
+                    if self.policy.cancel_on_disconnect and _WAITS.search(path):
+                        changed |= item.get("on_disconnect") != "cancel"
+                        item["on_disconnect"] = "cancel"
+                _check_settings(item, self.policy)
+        except ConfigError as error:
+            raise _Refused(422, str(error)) from None
+        return json.dumps(payload).encode() if changed else body
+
+
+def _check_settings(item: dict[str, Any], policy: ServerPolicy) -> None:
+    """A run's or an assistant's settings, when it names its graph (a graph id as
+    ``assistant_id``, or ``graph_id``)."""
+    from noterag.methods import METHODS
+    from noterag.spec import check_run_prompts
+
+    graph = item.get("graph_id") or item.get("assistant_id")
+    if not isinstance(graph, str) or graph not in METHODS:
+        return
+    config = item.get("config") if isinstance(item.get("config"), dict) else {}
+    values = item.get("context") or (config or {}).get("configurable")
+    if values is None:
+        return
+    if not isinstance(values, dict):
+        raise ConfigError(f"context must be an object of settings, not {type(values).__name__}")
+    settings = check_run_settings(METHODS[graph].context, values, policy)
+    check_run_prompts(METHODS[graph], settings.context)
+
+
+SERVER_POLICY = ServerPolicy.from_env()
+
 # langgraph.json "http": {"app": "./noterag/server_http.py:app"}: no routes of its own, only the
-# guard, which langgraph-api runs in front of every route (its custom app's middleware).
-app = Starlette(middleware=[Middleware(OriginGuard)])
+# guards, which langgraph-api runs in front of every route (its custom app's middleware).
+app = Starlette(middleware=[Middleware(OriginGuard), Middleware(RequestGuard)])

@@ -17,7 +17,7 @@ import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
@@ -28,6 +28,11 @@ from noterag.errors import ConfigError
 from noterag.profiles import PAPER, Profile, get_profile, original_profile
 from noterag.prompts.template import Prompt
 from noterag.state import QuestionInput
+
+if TYPE_CHECKING:
+    # langgraph-api resolves the factory's annotation by this name to tell a runtime
+    # parameter from a config one
+    from langgraph_sdk.runtime import ServerRuntime
 
 # An event of stream_mode="custom" -> the line the CLI prints for it (None: print nothing)
 ProgressLine = Callable[[Mapping[str, Any]], Any]
@@ -233,6 +238,27 @@ def prompt_names(prompt_set: Any) -> list[str]:
     return names + [f"answer.{task}" for task in getattr(prompt_set, "answer", {})]
 
 
+def _prompt_named(prompt_set: Any, name: str) -> Prompt:
+    if name.startswith("answer."):
+        found: Prompt = prompt_set.answer[name.removeprefix("answer.")]
+        return found
+    found = getattr(prompt_set, name)
+    return found
+
+
+def check_slots(name: str, override: Prompt, original: Prompt) -> None:
+    """Refuse an override with a slot its step does not fill (``{qeury}``): the step fills the
+    original's slots only, so the run would fail at that step, after paid calls. One error line
+    naming the slot(s) and the slots there are; an override may leave slots out."""
+    extra = sorted(override.slots - original.slots)
+    if extra:
+        slots = ", ".join(f"{{{slot}}}" for slot in sorted(original.slots)) or "none"
+        raise ConfigError(
+            f"prompt override {name}: no slot {', '.join(f'{{{s}}}' for s in extra)}; "
+            f"{name} fills {slots}"
+        )
+
+
 def override_prompts(prompt_set: Any, overrides: Mapping[str, Any] | None) -> Any:
     """``prompt_set`` with some prompts replaced: ``{"refine_query": "<text with {slots}>"}`` or
     ``{"answer.multihop": Prompt(...)}``. The verbatim files stay as they are; an override's
@@ -249,6 +275,7 @@ def override_prompts(prompt_set: Any, overrides: Mapping[str, Any] | None) -> An
     answers = dict(getattr(prompt_set, "answer", {}))
     for name, value in overrides.items():
         prompt = value if isinstance(value, Prompt) else Prompt(name, str(value), "override")
+        check_slots(name, prompt, _prompt_named(prompt_set, name))
         if name.startswith("answer."):
             answers[name.removeprefix("answer.")] = prompt
             changes["answer"] = answers
@@ -260,23 +287,50 @@ def override_prompts(prompt_set: Any, overrides: Mapping[str, Any] | None) -> An
 # --- the server's factories ------------------------------------------------------------------------
 
 
-def server_graph(spec: MethodSpec) -> Callable[[], Any]:
+def check_run_prompts(spec: MethodSpec, ctx: RunContext) -> None:
+    """The run's prompt overrides checked against the prompts of its profile (names and
+    slots), before any node runs."""
+    prompt_set = spec.prompts.get(ctx.profile)
+    if ctx.prompts and prompt_set is not None:
+        override_prompts(prompt_set, ctx.prompts)
+
+
+def server_graph(spec: MethodSpec) -> Callable[..., Any]:
     """The async factory a graph module names in langgraph.json (``make_graph = server_graph(SPEC)``).
-    langgraph-api calls factories on its event loop, where building (which may start the local
-    model) would block: the build runs in a thread, once."""
-    built: dict[str, Any] = {}
+
+    langgraph-api calls it for every run (and every schema or state read) with a
+    ``ServerRuntime``; for a run, its ``context`` is the run's settings merged with its
+    assistant's, before the server drops the keys the context schema lacks. So this is where a
+    run's settings are checked against the method and the operator's policy
+    (``noterag.server_policy``), before any node runs: an unknown key, a bad value, sampling or
+    prompts the operator did not open to clients, a misfit prompt override, a model or index
+    outside the operator's lists are each one clear error. The graph for a (model, index) pair
+    is built once, in a thread (building may start the local model, and the factory runs on
+    the server's event loop); the pairs are the operator's, so the graphs kept are bounded."""
+    from noterag.server_policy import ServerPolicy, check_run_settings
+
+    built: dict[tuple[str | None, str | None], Any] = {}
     lock = threading.Lock()
+    policies: list[ServerPolicy] = []
 
-    def build_once() -> Any:
+    def build_once(model: str | None, index: str | None) -> Any:
         with lock:
-            if "graph" not in built:
-                built["graph"] = spec.build()
-        return built["graph"]
+            if (model, index) not in built:
+                built[model, index] = spec.build(model, index)
+        return built[model, index]
 
-    async def make_graph() -> Any:
-        if "graph" in built:
-            return built["graph"]
-        return await asyncio.to_thread(build_once)
+    async def make_graph(runtime: ServerRuntime) -> Any:
+        execution = getattr(runtime, "execution_runtime", None)
+        key: tuple[str | None, str | None] = (None, None)
+        if execution is not None:
+            if not policies:
+                policies.append(ServerPolicy.from_env())
+            settings = check_run_settings(spec.context, execution.context, policies[0])
+            check_run_prompts(spec, settings.context)
+            key = (settings.model, settings.index)
+        if key in built:
+            return built[key]
+        return await asyncio.to_thread(build_once, *key)
 
     make_graph.__doc__ = f"The {spec.name} graph for langgraph.json, built from the environment."
     return make_graph

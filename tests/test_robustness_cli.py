@@ -74,7 +74,7 @@ def test_help_and_no_arguments_still_print_help() -> None:
 @pytest.mark.parametrize(
     ("flag", "pair", "message"),
     [
-        (["--temperature", "-5"], "temperature=-5", "temperature must be a finite number >= 0"),
+        (["--temperature", "-5"], "temperature=-5", "temperature must be between 0 and 2, not -5"),
         (["--top-p", "2"], "top_p=2", "top_p must be between 0 and 1"),
         (["--max-tokens", "0"], "max_tokens=0", "max_tokens must be at least 1"),
         (["--top-k", "0"], "top_k=0", "top_k must be at least 1"),

@@ -758,7 +758,7 @@ def test_configuration_is_checked():
             {"mode": "sometimes"},
             "mode must be one of adaptive_retrieval, always_retrieve, no_retrieval",
         ),
-        ({"threshold": 1.5}, "threshold must be from 0 to 1, not 1.5"),
+        ({"threshold": 1.5}, "threshold must be between 0 and 1, not 1.5"),
         ({"top_logprobs": 0}, "top_logprobs must be at least 1, not 0"),
         ({"max_tokens": 0}, "max_tokens must be at least 1, not 0"),
     ):

@@ -577,8 +577,8 @@ def test_role_models_each_get_only_their_stages():
 
 def test_configuration_is_checked():
     model = ScriptedModel(script=script())
-    for bad in (1, 27):
-        with pytest.raises(ConfigError, match=f"n_candidates must be from 2 to 26, not {bad}"):
+    for bad, rule in ((1, "be at least 2"), (27, "be at most 26")):
+        with pytest.raises(ConfigError, match=f"n_candidates must {rule}, not {bad}"):
             run(model, n_candidates=bad)
     with pytest.raises(ConfigError, match="profile 'official'"):
         run(model, profile="official")

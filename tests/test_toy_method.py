@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 import noterag
 from noterag.cli import app
-from noterag.context import RunContext
+from noterag.context import MOST_STEPS, RunContext, setting
 from noterag.methods import register
 from noterag.nodes.answer import answer
 from noterag.nodes.step import Ask, Env, StepGen, node
@@ -40,7 +40,7 @@ from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, pa
 
 @dataclass(kw_only=True)
 class GuessContext(RunContext):
-    max_steps: int = field(default=2, metadata={"description": "Guesses at most."})
+    max_steps: int = setting(2, "Guesses at most.", ge=1, le=MOST_STEPS)
 
 
 class GuessState(CostFields, ChatFields, total=False):
