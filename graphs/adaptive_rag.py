@@ -59,6 +59,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
+from noterag.context import setting
 from noterag.errors import ConfigError
 from noterag.graphs.ircot import ENTRY_CARDS as IRCOT_CARDS
 from noterag.graphs.ircot import GREEDY, IRCoTContext, thought_line
@@ -114,12 +115,12 @@ class AdaptiveRAGContext(IRCoTContext):
             "gold_with_2_distractors files (IRCoT's default)."
         },
     )
-    single_step_top_k: int | None = field(
-        default=None,
-        metadata={
-            "description": "Passages route B (single-step) retrieves; None: top_k, as route C's "
-            "(the authors' single-step runs: 15; profile=original sets it)."
-        },
+    single_step_top_k: int | None = setting(
+        None,
+        "Passages route B (single-step) retrieves; None: top_k, as route C's (the authors' "
+        "single-step runs: 15; profile=original sets it).",
+        ge=1,
+        le=100,
     )
     fallback_class: Literal["A", "B", "C"] = field(
         default="B",

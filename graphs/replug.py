@@ -111,8 +111,6 @@ class REPLUGContext(RunContext):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.max_demos < 0:
-            raise ConfigError(f"max_demos must not be negative, not {self.max_demos}")
         if self.max_demos and not self.demos_file:
             raise ConfigError(
                 f"replug shows max_demos={self.max_demos} demonstrations from a dataset file, and "
