@@ -77,12 +77,12 @@ def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
         elif outcome.status == "blocked":
             note = "inputs missing (see the plan)"
         else:
-            expected = len(outcome.ids)
-            if cell.run not in rows_by_run:
-                _, rows = read_run(outcome.run_dir) if outcome.run_dir.is_dir() else ({}, [])
+            expected, name = len(outcome.ids), outcome.run.name
+            if name not in rows_by_run:
+                _, rows = read_run(outcome.run_dir)
                 wanted = set(outcome.ids)
-                rows_by_run[cell.run] = {r["id"]: r for r in rows if r["id"] in wanted}
-            values = _per_question(plan, cell, list(rows_by_run[cell.run].values()))
+                rows_by_run[name] = {r["id"]: r for r in rows if r["id"] in wanted}
+            values = _per_question(plan, cell, list(rows_by_run[name].values()))
             n = len(values) if values is not None else 0
             if values is None:
                 note = f"our runs do not compute {cell.metric}"
@@ -295,7 +295,6 @@ def write_outputs(
 def print_plan(plan: Plan, console: Any) -> None:
     """``--dry-run``: each run (its rows, questions, estimated calls and tokens), the skipped
     rows with their reasons, and every missing input with what provides it."""
-    from rich.table import Table
     from rich.text import Text
 
     from noterag.cli.render import printable
@@ -307,20 +306,20 @@ def print_plan(plan: Plan, console: Any) -> None:
     if plan.data is None:
         where = f"the sample index is built on the first run into {plan.out}"
         console.print(text(where, "dim"), soft_wrap=True)
-    runs = Table(show_edge=False, title_justify="left", title=f"{len(plan.runs)} runs")
-    for heading in ("run", "rows", "questions", "≈ calls", "≈ tokens", "measured as"):
-        runs.add_column(heading, justify="right" if heading.startswith("≈") else "left")
+    console.print(text(f"{len(plan.runs)} runs", "bold"))
+    # a few lines per run, never wrapped: paths and names stay whole, to be copied
     for run in plan.runs:
         n = "missing" if run.n_questions is None else str(run.n_questions)
-        runs.add_row(
-            text(run.name),
-            text(", ".join(run.rows)),
-            text(f"{n}: {run.questions}"),
-            text(_count(run.estimate.llm_calls)),
-            text(_count(run.estimate.tokens)),
-            text(run.estimate.measured_as or "not measured"),
-        )
-    console.print(runs)
+        cost = run.estimate
+        measured = f"measured as {cost.measured_as}" if cost.measured_as else "not measured"
+        estimate = f"≈ {_count(cost.llm_calls)} model calls, ≈ {_count(cost.tokens)} tokens"
+        for line, style in (
+            (f"{run.name} (rows: {', '.join(run.rows)})", "bold"),
+            (f"  questions: {n} ({run.questions})", None),
+            (f"  index: {run.index}", None),
+            (f"  {estimate} ({measured})", None),
+        ):
+            console.print(text(line, style), soft_wrap=True)
     calls = [r.estimate.llm_calls for r in plan.runs if r.estimate.llm_calls is not None]
     tokens = [r.estimate.tokens for r in plan.runs if r.estimate.tokens is not None]
     unknown = len(plan.runs) - len(calls)
