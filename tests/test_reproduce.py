@@ -500,6 +500,69 @@ def test_sigkill_loses_nothing_and_the_next_reproduce_repeats_no_finished_questi
         server.shutdown()
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _sim_process(port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "sim_endpoint.py"), "--port", str(port),
+         "--base-ms", "300", "--per-token-ms", "0"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().startswith("serving")
+    return proc
+
+
+def test_a_dead_endpoint_stops_the_run_and_the_next_reproduce_resumes_it(
+    tables: Path, tmp_path: Path
+) -> None:
+    port = _free_port()
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "noterag", "reproduce", "toy-table1", "--tables", str(tables),
+            "--model", f"openai:sim@http://127.0.0.1:{port}/v1", "--datasets", "hotpotqa",
+            "--rows", "vanilla", "--out", str(out), "--quiet", "--max-retries", "1"]  # fmt: skip
+    env = os.environ | {"NOTERAG_BASE_URL": ""}
+    run_dir = out / "openai_sim" / run_name("hotpotqa", "vanilla", "paper", {})
+    sim = _sim_process(port)
+    try:
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while len(_results(run_dir)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sim.send_signal(signal.SIGKILL)  # the endpoint dies mid-run
+        sim.wait(30)
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 1
+        assert stderr.decode().count("\n") == 1 and stderr.startswith(b"error: ")
+        before = (run_dir / "results.jsonl").read_text().splitlines()
+        assert 2 <= len(before) < N_SAMPLE
+        sim = _sim_process(port)  # back, at the same address
+        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300,
+                              check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        after = (run_dir / "results.jsonl").read_text().splitlines()
+        # the answers from before the death are kept as they were; the others were added
+        assert after[: len(before)] == before
+        assert sorted(json.loads(line)["id"] for line in after) == sorted(
+            q["id"] for q in sample_questions()
+        )
+        # a question cut off as the endpoint died is kept as failed: the table says so
+        failed = sum(1 for line in after if json.loads(line)["error"])
+        table = json.loads((out / "table.json").read_text())
+        notes = {c["note"] for c in table["cells"] if c["row"] == "vanilla"}
+        assert notes == {
+            f"{failed} failed (count 0; --retry-errors asks them again)" if failed else ""
+        }
+    finally:
+        sim.kill()
+        sim.wait(30)
+
+
 # --------------------------------------------------------------------------- the local model
 
 

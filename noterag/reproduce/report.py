@@ -91,7 +91,11 @@ def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
             else:
                 ours = sum(values) / len(values)
                 low, high = mean_interval(values)
-                note = "" if n == expected else f"{n} of {expected} questions"
+                failed = sum(1 for r in rows_by_run[name].values() if r.get("error"))
+                notes = [f"{n} of {expected} questions"] if n != expected else []
+                if failed:
+                    notes.append(f"{failed} failed (count 0; --retry-errors asks them again)")
+                note = "; ".join(notes)
         results.append(
             CellResult(cell, row_label, column_label, ours, low, high, n, expected, note)
         )
