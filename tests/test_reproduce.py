@@ -394,6 +394,28 @@ def test_a_larger_limit_runs_only_the_new_questions(tables: Path, tmp_path: Path
     assert {r.n for r in report.score_cells(plan, outcomes) if r.cell.run} == {5}
 
 
+def test_shards_merged_into_the_run_directory_give_the_whole_table_without_a_call(
+    tables: Path, tmp_path: Path
+) -> None:
+    from noterag.eval.merge import merge_runs
+
+    model = _scripted()
+    table = load_table("toy-table1", tables)
+    plan = make_plan(table, out=tmp_path / "out", model=model, datasets=["hotpotqa"],
+                     rows=["vanilla"])  # fmt: skip
+    shards = [execute(plan, model=model, shard=s, progress=False)[0] for s in ("1/2", "2/2")]
+    assert [o.run_dir.name for o in shards] == [
+        f"{plan.runs[0].name}.shard-1-of-2", f"{plan.runs[0].name}.shard-2-of-2",
+    ]  # fmt: skip
+    assert sorted(shards[0].ids + shards[1].ids) == sorted(q["id"] for q in sample_questions())
+    calls = len(model.calls)
+    assert calls == N_SAMPLE
+    merge_runs([o.run_dir for o in shards], plan.runs[0].run_dir)
+    whole = execute(plan, model=model, progress=False)
+    assert [o.status for o in whole] == ["finished"] and len(model.calls) == calls
+    assert {r.n for r in report.score_cells(plan, whole) if r.cell.run} == {N_SAMPLE}
+
+
 def test_untrusted_text_reaches_the_terminal_inert(tmp_path: Path) -> None:
     hostile = TABLE | {
         "title": "Evil \x1b]0;pwned\x07[bold red]title[/]",
