@@ -381,6 +381,30 @@ def test_runs_are_eval_run_directories_and_the_table_scores_them(
     assert paths[2].read_bytes().startswith(b"\x89PNG")
 
 
+def test_failed_questions_count_0_and_the_table_says_so(tables: Path, tmp_path: Path) -> None:
+    first = sample_questions()[0]["question"]
+
+    def reply(prompt: str) -> str:
+        if first in prompt:  # the first sample question fails
+            raise ValueError("the model broke")
+        return "Tamsford"
+
+    model = ScriptedModel(default="", script={"answer": reply})
+    table = load_table("toy-table1", tables)
+    plan = make_plan(table, out=tmp_path / "out", model=model, datasets=["hotpotqa"],
+                     rows=["vanilla"], limit=2)  # fmt: skip
+    outcomes = execute(plan, model=model, progress=False)
+    results = report.score_cells(plan, outcomes)
+    em = next(r for r in results if r.cell.metric == "em")
+    # q1 failed (0), q2 right (100)
+    assert (em.ours, em.n, em.note) == (50.0, 2, "1 failed")
+    assert report.legends(results)[-1] == report.FAILED_LEGEND
+    # --retry-errors asks the failed question again, and only it
+    calls = len(model.calls)
+    execute(plan, model=model, progress=False, retry_errors=True)
+    assert len(model.calls) == calls + 1
+
+
 def test_a_larger_limit_runs_only_the_new_questions(tables: Path, tmp_path: Path) -> None:
     model = _scripted()
     table = load_table("toy-table1", tables)

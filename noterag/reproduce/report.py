@@ -94,7 +94,7 @@ def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
                 failed = sum(1 for r in rows_by_run[name].values() if r.get("error"))
                 notes = [f"{n} of {expected} questions"] if n != expected else []
                 if failed:
-                    notes.append(f"{failed} failed (count 0; --retry-errors asks them again)")
+                    notes.append(f"{failed} {FAILED}")
                 note = "; ".join(notes)
         results.append(
             CellResult(cell, row_label, column_label, ours, low, high, n, expected, note)
@@ -169,6 +169,14 @@ def caption(plan: Plan) -> str:
 
 
 LEGEND = f"{MARK} the published value lies outside our 95% bootstrap interval over questions."
+FAILED = "failed"
+FAILED_LEGEND = "failed questions count 0; `noterag reproduce ... --retry-errors` asks them again."
+
+
+def legends(results: Sequence[CellResult]) -> list[str]:
+    """The lines under the table: the mark, and what to do about failed questions if any."""
+    failed = any(FAILED in r.note for r in results)
+    return [LEGEND] + ([FAILED_LEGEND] if failed else [])
 
 
 def markdown(plan: Plan, results: Sequence[CellResult]) -> str:
@@ -177,7 +185,7 @@ def markdown(plan: Plan, results: Sequence[CellResult]) -> str:
 
     lines = [f"# {caption(plan)}", "", line(HEADINGS), line(["---"] * len(HEADINGS))]
     lines += [line(_cells_text(r)) for r in results]
-    lines += ["", LEGEND]
+    lines += ["", *legends(results)]
     if plan.skipped:
         lines += ["", "Skipped rows:", ""]
         lines += [f"- {s.label} ({s.row}): {s.reason}" for s in plan.skipped]
@@ -232,7 +240,8 @@ def print_table(plan: Plan, results: Sequence[CellResult], console: Any) -> None
             cells[5].stylize("bold red")
         table.add_row(*cells)
     console.print(table)
-    console.print(Text(LEGEND, style="dim"))
+    for line in legends(results):
+        console.print(Text(line, style="dim"), soft_wrap=True)
     for s in plan.skipped:
         line = printable(f"skipped {s.label} ({s.row}): {s.reason}")
         console.print(Text(line, style="yellow"), soft_wrap=True)
