@@ -93,8 +93,9 @@ TABLE = {
         # the same run as "vanilla", under another heading: it shares the run
         _row("vanilla-again", "vanilla", ["30.0", "40.0", "20.0", "30.0", "60.0"],
              section="again", profile="paper", backbone="Big-70B"),
+        # no profile: the default, paper
         _row("vanilla-k3", "vanilla", ["31.0", "41.0", "21.0", "31.0", None],
-             profile="paper", settings={"top_k": 3}, backbone="Big-70B"),
+             settings={"top_k": 3}, backbone="Big-70B"),
         _row("dpo", "deepnote", ["50.0", "60.0", "40.0", "50.0", "70.0"],
              profile="official", backbone="Big-70B", requires=["a DPO-trained model"]),
         _row("cannot", "vanilla", ["1.0", "1.0", "1.0", "1.0", "1.0"],

@@ -180,8 +180,8 @@ def make_plan(
             column = table.columns[i]
             name = None
             if reason is None:
-                assert row.method is not None and row.profile is not None  # skip_reason's
-                name = run_name(column.dataset, row.method, row.profile, row.settings)
+                assert row.method is not None  # skip_reason's
+                name = run_name(column.dataset, row.method, profile_of(row), row.settings)
                 run = runs.get(name)
                 if run is None:
                     ds = table.datasets[column.dataset]
@@ -225,7 +225,7 @@ def skip_reason(row: Row) -> str | None:
     if row.method not in METHODS:
         return f"method {row.method!r} is not registered in this noterag"
     spec = METHODS[row.method]
-    profile = row.profile or "paper"
+    profile = profile_of(row)
     if profile not in spec.profiles:
         return f"{row.method} has no profile {profile!r} (its profiles: {', '.join(spec.profiles)})"
     try:
@@ -233,6 +233,11 @@ def skip_reason(row: Row) -> str | None:
     except NoteragError as exc:
         return f"its settings are not {row.method}'s: {exc}"
     return None
+
+
+def profile_of(row: Row) -> str:
+    """The row's profile; a row that names none runs the methods' default, paper."""
+    return row.profile or "paper"
 
 
 def run_name(dataset: str, method: str, profile: str, settings: dict[str, Any]) -> str:
@@ -306,7 +311,7 @@ def _planned(
     limit: int | None,
 ) -> PlannedRun:
     assert row.method is not None
-    profile = row.profile or "paper"
+    profile = profile_of(row)
     missing: list[Missing] = []
     if data is None:
         from noterag.sample import sample_questions_path
