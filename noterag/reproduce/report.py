@@ -267,20 +267,21 @@ def plot_png(plan: Plan, results: Sequence[CellResult]) -> bytes:
         xs = list(range(len(mine)))
         ax.scatter(xs, [r.cell.published_value for r in mine], marker="x", color="C0",
                    label="published", zorder=3)  # fmt: skip
+        label: str | None = "ours (95% CI)"  # on the first of ours only: one legend entry
         for x, r in zip(xs, mine):
             if r.ours is None:
                 continue
             low = r.ours - r.ci_low if r.ci_low is not None else 0
             high = r.ci_high - r.ours if r.ci_high is not None else 0
             ax.errorbar([x], [r.ours], yerr=[[low], [high]], fmt="o", color="C1", capsize=3,
-                        label="ours (95% CI)" if x == 0 else None)  # fmt: skip
+                        label=label)  # fmt: skip
+            label = None
         ax.set_xticks(xs, ticks, rotation=90, fontsize=7)
         ax.set_title(plan.table.datasets[dataset].name)
         ax.set_ylabel("%")
         ax.set_ylim(-3, 103)
         ax.grid(True, axis="y", alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper right", fontsize=8)
+    axes[0][0].legend(loc="upper right", fontsize=8)
     fig.suptitle(f"{plan.table.id}: published ({plan.backbone}) vs ours ({plan.model})", fontsize=9)
     fig.tight_layout()
     png = io.BytesIO()
