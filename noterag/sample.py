@@ -13,8 +13,12 @@ def sample_corpus() -> Path:
     return Path(str(resources.files("noterag") / "data" / "sample_corpus.jsonl"))
 
 
+def sample_questions_path() -> Path:
+    return Path(str(resources.files("noterag") / "data" / "sample_questions.jsonl"))
+
+
 def sample_questions() -> list[dict[str, Any]]:
-    path = resources.files("noterag") / "data" / "sample_questions.jsonl"
+    path = sample_questions_path()
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 

@@ -13,8 +13,8 @@ flag or as ``-c KEY=VALUE`` (the context dataclass checks both alike). ``NOTERAG
 the traceback of unexpected errors (``cli.errors``).
 
 One module per command group (``index``, ``methods``, ``ask``, ``trace``, ``eval`` with
-``compare``, ``corpus``); ``options`` holds what they share, ``render`` the progress lines,
-``local`` the local model server's lifecycle and Ctrl+C.
+``compare``, ``corpus``, ``reproduce``); ``options`` holds what they share, ``render`` the
+progress lines, ``local`` the local model server's lifecycle and Ctrl+C.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from noterag.cli.eval import compare_command, eval_command, merge_command
 from noterag.cli.index import index_command
 from noterag.cli.local import LocalModelGuard
 from noterag.cli.methods import methods_command
+from noterag.cli.reproduce import reproduce_command
 from noterag.cli.trace import trace_command
 
 __all__ = ["app", "main"]
@@ -122,6 +123,7 @@ app.command("eval")(eval_command)
 app.command("compare")(compare_command)
 app.command("merge")(merge_command)
 app.command("corpus-from")(corpus_from_command)
+app.command("reproduce")(reproduce_command)
 app.add_typer(align_app, name="align")
 
 

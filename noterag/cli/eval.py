@@ -15,6 +15,8 @@ from rich.text import Text
 from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
 from noterag.cli.options import (
+    CacheOption,
+    ConcurrencyOption,
     FormatOption,
     IndexOption,
     LimitOption,
@@ -22,8 +24,11 @@ from noterag.cli.options import (
     ModelOption,
     PromptOption,
     QuietOption,
+    RayOption,
     RetryErrorsOption,
+    ShardOption,
     TimeoutOption,
+    WorkersOption,
     method_option,
     model_settings,
     parse_context,
@@ -64,21 +69,7 @@ def eval_command(
     ],
     index: IndexOption = None,
     limit: LimitOption = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency",
-            "-j",
-            min=1,
-            help="Questions waiting on the model at the same time (a method's own concurrent "
-            "calls come on top). With a model from an openai: spec, as many again are in "
-            "progress, ready with their next request, so that the endpoint stays busy while the "
-            "client works between calls (their waits are not in their latency). Default: 1 for "
-            "--model local (its llama.cpp server answers one request at a time: more would only "
-            "queue, and the latencies would measure the queue), else 4.",
-            show_default=False,
-        ),
-    ] = None,
+    concurrency: ConcurrencyOption = None,
     model: ModelOption = None,
     timeout: TimeoutOption = None,
     max_retries: MaxRetriesOption = None,
@@ -127,50 +118,10 @@ def eval_command(
         typer.Option("--force", help="Start the run directory over, discarding its results."),
     ] = False,
     quiet: QuietOption = False,
-    workers: Annotated[
-        str | None,
-        typer.Option(
-            "--workers",
-            "-w",
-            help="Processes answering the questions, each with --concurrency questions waiting "
-            "on the model at once (one client process is bound by its own CPU against a fast "
-            "endpoint); auto: one per CPU. One results file, written by this process. "
-            "Default: 1; with --ray, one per CPU of the cluster.",
-            show_default=False,
-        ),
-    ] = None,
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            "--ray",
-            metavar="ADDRESS",
-            help="Answer on a Ray cluster: host:port of its head, auto (the cluster this machine "
-            "is part of), or local (a cluster started for this run and shut down with it). The --workers "
-            "are Ray actors spread over its nodes; this process alone writes the results. "
-            "Each node needs noterag, the index at the same path (or an es: URL) and the "
-            "endpoint; see the README's cluster section. Needs the ray extra.",
-            show_default=False,
-        ),
-    ] = None,
-    shard: Annotated[
-        str | None,
-        typer.Option(
-            "--shard",
-            help="I/N: only the questions whose id hashes to shard I of N (e.g. 2/4), one "
-            "machine each; `noterag merge` joins the shards' run directories.",
-            show_default=False,
-        ),
-    ] = None,
-    cache: Annotated[
-        Path | None,
-        typer.Option(
-            "--cache",
-            help="A SQLite file keeping every model reply (keyed by model, parameters and "
-            "prompt): the same eval again makes no model request. With sampling it replays "
-            "the first sample.",
-            show_default=False,
-        ),
-    ] = None,
+    workers: WorkersOption = None,
+    ray: RayOption = None,
+    shard: ShardOption = None,
+    cache: CacheOption = None,
 ) -> None:
     """Evaluate a method on a dataset: answers, metrics and costs per question, then a summary."""
     console = stderr_console(quiet)

@@ -164,6 +164,67 @@ QuietOption = Annotated[
     bool, typer.Option("--quiet", "-q", help="No progress on stderr, only errors.")
 ]
 
+# Shared by `eval` and `reproduce`: how the questions are run, and where the replies are kept.
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency",
+        "-j",
+        min=1,
+        help="Questions waiting on the model at the same time (a method's own concurrent "
+        "calls come on top). With a model from an openai: spec, as many again are in "
+        "progress, ready with their next request, so that the endpoint stays busy while the "
+        "client works between calls (their waits are not in their latency). Default: 1 for "
+        "--model local (its llama.cpp server answers one request at a time: more would only "
+        "queue, and the latencies would measure the queue), else 4.",
+        show_default=False,
+    ),
+]
+WorkersOption = Annotated[
+    str | None,
+    typer.Option(
+        "--workers",
+        "-w",
+        help="Processes answering the questions, each with --concurrency questions waiting "
+        "on the model at once (one client process is bound by its own CPU against a fast "
+        "endpoint); auto: one per CPU. One results file, written by this process. "
+        "Default: 1; with --ray, one per CPU of the cluster.",
+        show_default=False,
+    ),
+]
+RayOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="ADDRESS",
+        help="Answer on a Ray cluster: host:port of its head, auto (the cluster this machine "
+        "is part of), or local (a cluster started for this run and shut down with it). The "
+        "--workers are Ray actors spread over its nodes; this process alone writes the "
+        "results. Each node needs noterag, the index at the same path (or an es: URL) and the "
+        "endpoint (docs/cluster.md). Needs the ray extra.",
+        show_default=False,
+    ),
+]
+ShardOption = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        help="I/N: only the questions whose id hashes to shard I of N (e.g. 2/4), one "
+        "machine each; `noterag merge` joins the shards' run directories.",
+        show_default=False,
+    ),
+]
+CacheOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache",
+        help="A SQLite file keeping every model reply (keyed by model, parameters and "
+        "prompt): the same eval again makes no model request. With sampling it replays "
+        "the first sample.",
+        show_default=False,
+    ),
+]
+
 
 def _format_help() -> str:
     from noterag.eval.datasets import FORMATS

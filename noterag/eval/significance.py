@@ -173,6 +173,36 @@ def _mean_difference(a: Any, b: Any, axis: int = -1) -> Any:
     return (b - a).mean(axis=axis)
 
 
+def mean_interval(
+    values: Sequence[float],
+    *,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> tuple[float | None, float | None]:
+    """The bootstrap interval of the mean of ``values`` (one score per question; percentile
+    method, seeded, as ``paired_test``): (None, None) below 2 values, the single point when
+    they are all equal (every resample has that mean)."""
+    if len(values) < 2:
+        return None, None
+    if all(v == values[0] for v in values):
+        return float(values[0]), float(values[0])
+    import numpy as np
+    from scipy import stats
+
+    result = stats.bootstrap(
+        (np.asarray(values, dtype=float),),
+        np.mean,
+        n_resamples=resamples,
+        vectorized=True,
+        confidence_level=confidence,
+        method="percentile",
+        batch=max(1, 2_000_000 // len(values)),
+        rng=np.random.default_rng(seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
 def compare_runs(
     run_dirs: Sequence[str | os.PathLike[str]],
     baseline: str | os.PathLike[str] | None = None,

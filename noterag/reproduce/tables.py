@@ -13,9 +13,11 @@ format and the ``--data DIR`` layout.
 
 from __future__ import annotations
 
+import os
 import re
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -202,33 +204,59 @@ class Table(_Strict):
         return list(zip(self.row_columns(row), row.values, strict=True))
 
 
-def table_names() -> list[str]:
-    """Every published table's id, in file-name order."""
-    files = resources.files("noterag.tables").iterdir()
+def _folder(directory: str | os.PathLike[str] | None) -> Any:
+    """The folder of table files: ``directory`` (a user's or a test's), else the shipped one."""
+    return Path(directory) if directory is not None else resources.files("noterag.tables")
+
+
+def table_names(directory: str | os.PathLike[str] | None = None) -> list[str]:
+    """Every table's id in ``directory`` (default: the shipped tables), in file-name order."""
+    folder = _folder(directory)
+    if directory is not None and not Path(directory).is_dir():
+        raise ConfigError(f"--tables {directory}: not a directory")
+    files = folder.iterdir()
     return sorted(f.name.removesuffix(".yaml") for f in files if f.name.endswith(".yaml"))
 
 
+def load_table(name: str, directory: str | os.PathLike[str] | None = None) -> Table:
+    """The published table ``name`` (e.g. ``deepnote-table1``) from ``directory`` (default: the
+    shipped tables); a ConfigError names the choices, or the file and what is wrong in it."""
+    if directory is None:
+        return _shipped_table(name)
+    return _read_table(name, directory)
+
+
 @cache
-def load_table(name: str) -> Table:
-    """The published table ``name`` (e.g. ``deepnote-table1``); a ConfigError names the choices."""
-    names = table_names()
+def _shipped_table(name: str) -> Table:
+    return _read_table(name, None)
+
+
+def _read_table(name: str, directory: str | os.PathLike[str] | None) -> Table:
+    names = table_names(directory)
     if name not in names:
-        raise ConfigError(f"unknown table {name!r}; choose one of {', '.join(names)}")
+        choices = ", ".join(names) or "none: the folder has no *.yaml file"
+        raise ConfigError(f"unknown table {name!r}; choose one of {choices}")
+    where = f"{directory}/{name}.yaml" if directory is not None else f"tables/{name}.yaml"
     try:
-        data = _read(name)
+        data = _read(name, directory)
         # a dataset written {same_as: <table>} is that table's entry (one paper's datasets are
         # written once, in its first table)
         for key, dataset in list(data.get("datasets", {}).items()):
             if isinstance(dataset, dict) and set(dataset) == {"same_as"}:
-                data["datasets"][key] = _read(dataset["same_as"])["datasets"][key]
+                data["datasets"][key] = _read(dataset["same_as"], directory)["datasets"][key]
         return Table.model_validate(data)
-    except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError) as exc:  # name the file
-        raise ConfigError(f"tables/{name}.yaml: {exc}") from None
+    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
+        # a broken file: name it (pydantic's message lists the fields)
+        raise ConfigError(f"{where}: {_one_line(exc)}") from None
 
 
-def _read(name: str) -> dict[str, Any]:
-    text = resources.files("noterag.tables").joinpath(f"{name}.yaml").read_text("utf-8")
+def _read(name: str, directory: str | os.PathLike[str] | None) -> dict[str, Any]:
+    text = _folder(directory).joinpath(f"{name}.yaml").read_text("utf-8")
     data = yaml.safe_load(text)
     if not isinstance(data, dict):
         raise TypeError("a table file is a mapping")
     return data
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())

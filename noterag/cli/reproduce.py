@@ -1,0 +1,200 @@
+"""``noterag reproduce TABLE``: a published table re-run with the user's model, beside the
+published numbers (``noterag.reproduce``; docs/reproduce.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import click
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from noterag.cli.errors import user_errors
+from noterag.cli.local import guard_of
+from noterag.cli.options import (
+    ConcurrencyOption,
+    LimitOption,
+    MaxRetriesOption,
+    ModelOption,
+    QuietOption,
+    RayOption,
+    RetryErrorsOption,
+    ShardOption,
+    TimeoutOption,
+    WorkersOption,
+    model_settings,
+)
+from noterag.cli.render import printable, stderr_console
+from noterag.errors import NoteragError
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    """Repeatable and comma-separated: ``--rows a,b --rows c``."""
+    if not values:
+        return None
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def reproduce_command(
+    ctx: typer.Context,
+    table: Annotated[
+        str,
+        typer.Argument(
+            help="The table: <paper>-table<N> with the paper's own number, e.g. deepnote-table1 "
+            "(the shipped tables are the *.yaml files of noterag.tables).",
+            show_default=False,
+        ),
+    ],
+    model: ModelOption = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where the runs (one eval run directory each, under a folder per model), the "
+            "reply cache and table.md / table.json / table.png go. Default: reproduce/TABLE.",
+            show_default=False,
+        ),
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            "--data",
+            help="The folder holding the datasets, corpora and indexes, at the paths the table "
+            "file names (--dry-run lists what is missing and how to get it). Default: every "
+            "dataset stands on the shipped sample questions and corpus (a smoke run).",
+            show_default=False,
+        ),
+    ] = None,
+    datasets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--datasets", help="Only these datasets (the table file's keys, comma-separated)."
+        ),
+    ] = None,
+    rows: Annotated[
+        list[str] | None,
+        typer.Option("--rows", help="Only these rows (their ids, comma-separated)."),
+    ] = None,
+    backbone: Annotated[
+        str | None,
+        typer.Option(
+            "--backbone",
+            help="Which published backbone's cells to compare with (--model stands in for it). "
+            "Default: the table's first.",
+            show_default=False,
+        ),
+    ] = None,
+    limit: LimitOption = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the plan (runs, questions, estimated calls and tokens, skipped rows, "
+            "missing inputs) and run nothing.",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print the plan (with --dry-run) or the table as JSON on stdout."
+        ),
+    ] = False,
+    tables: Annotated[
+        Path | None,
+        typer.Option(
+            "--tables",
+            help="A folder of table files to read TABLE from instead of the shipped ones.",
+            show_default=False,
+        ),
+    ] = None,
+    concurrency: ConcurrencyOption = None,
+    workers: WorkersOption = None,
+    ray: RayOption = None,
+    shard: ShardOption = None,
+    cache: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache",
+            help="The SQLite file keeping every model reply (a resumed run replays the calls "
+            "of a question cut short). Default: OUT/llm-cache.sqlite.",
+            show_default=False,
+        ),
+    ] = None,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
+    retry_errors: RetryErrorsOption = False,
+    quiet: QuietOption = False,
+) -> None:
+    """Reproduce a paper's table: run each of its rows' methods with your model on each of its
+    datasets (only what is not done yet), then print published | ours | Δ | 95% CI per cell."""
+    console = stderr_console(quiet)
+    guard = guard_of(ctx)
+    with user_errors(guard):
+        from noterag.reproduce.plan import make_plan
+        from noterag.reproduce.tables import load_table
+
+        spec = load_table(table, tables)
+        out_dir = out if out is not None else Path("reproduce") / spec.id
+        plan = make_plan(
+            spec,
+            out=out_dir,
+            model=model,
+            data=data,
+            datasets=_names(datasets),
+            rows=_names(rows),
+            backbone=backbone,
+            limit=limit,
+        )
+        from noterag.reproduce import report
+
+        if dry_run:
+            if as_json:
+                click.echo(json.dumps(plan.to_json(), indent=1, ensure_ascii=False))
+            else:
+                report.print_plan(plan, Console(highlight=False))
+            return
+        _need_eval_extra()
+        from noterag.reproduce.run import execute
+
+        with guard.owned(), guard.leave_at_once_on_interrupt():
+            outcomes = execute(
+                plan,
+                model=model,
+                shard=shard,
+                workers=workers,
+                ray=ray,
+                concurrency=concurrency,
+                cache=cache,
+                settings=model_settings(timeout, max_retries),
+                retry_errors=retry_errors,
+                console=console,
+                progress=not quiet,
+            )
+        results = report.score_cells(plan, outcomes)
+        written = report.write_outputs(plan, results, outcomes, out_dir)
+        if as_json:
+            data_out = report.as_json(plan, results, outcomes)
+            click.echo(json.dumps(data_out, indent=1, ensure_ascii=False))
+        else:
+            report.print_table(plan, results, Console(highlight=False))
+        for m in plan.missing:
+            line = printable(f"not run ({m.dataset}): missing {m.path}; {m.provide}")
+            console.print(Text(line, "red"), soft_wrap=True)
+        written_line = printable(f"written: {', '.join(map(str, written))}")
+        console.print(Text(written_line, style="dim"), soft_wrap=True)
+
+
+def _need_eval_extra() -> None:
+    """Before any model call: the table's intervals need scipy, its plot matplotlib."""
+    try:
+        import matplotlib  # noqa: F401
+        import scipy  # noqa: F401
+    except ImportError:
+        raise NoteragError(
+            "reproduce needs scipy and matplotlib for its intervals and plot: "
+            "pip install 'noterag[eval]' (--dry-run works without them)"
+        ) from None

@@ -1,0 +1,409 @@
+"""What ``noterag reproduce TABLE`` runs: the plan of a published table.
+
+A *run* is one distinct (method, profile, settings, dataset) among the selected rows of the
+chosen backbone; the cells of every row that shares it share its run (one eval run directory,
+``OUT/<model>/<run name>``). A row that cannot be run faithfully is *skipped* with its reason
+(the table says so, it needs an input the user did not give, its method or profile is not in
+this noterag), never run with something else. Every input a run needs and does not find
+(questions, corpus, index) is listed with what provides it: the download source or the command
+from the table file.
+
+Without ``--data`` every dataset stands on the shipped sample (6 questions over a 50-passage
+corpus, its BM25 index built once into ``OUT/sample-index``): a smoke run needs nothing else,
+and its numbers say only that the pipeline runs, not what the paper measured.
+
+The estimate of model calls and tokens per run is the method's measured mean per question
+(``noterag/data/method_costs.json``, written by ``bench/method_costs.py``: every method on the
+sample questions against the simulated endpoint) times the run's questions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from noterag.errors import ConfigError, NoteragError
+from noterag.reproduce.tables import Dataset, Input, Row, Table
+
+SAMPLE = "sample"
+SAMPLE_INDEX = "sample-index"  # OUT/sample-index: noterag.sample.sample_index(OUT) builds it
+_NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
+
+
+@dataclass(frozen=True)
+class Missing:
+    """An input a run needs and does not find, with what provides it."""
+
+    dataset: str
+    what: str
+    path: str
+    provide: str  # the command that makes it, or where to download it from
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Model calls and tokens of a run: the method's measured means per question × questions."""
+
+    llm_calls: float | None
+    tokens: float | None
+    measured_as: str | None  # the cost file's key (method/profile) the means come from
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    name: str  # its directory's name under OUT/<model>/
+    method: str
+    profile: str
+    settings: dict[str, Any]
+    dataset: str  # the table's dataset key
+    rows: list[str]  # the ids of the rows whose cells it gives
+    questions: str  # the question file
+    n_questions: int | None  # after --limit; None: the file is missing
+    index: str  # the retriever spec
+    run_dir: str
+    estimate: Estimate
+    missing: list[Missing] = field(default_factory=list)
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The method's settings for ``run_eval``."""
+        return self.settings | {"profile": self.profile}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    row: str
+    label: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    row: str
+    column: int  # index into the table's columns
+    dataset: str
+    metric: str
+    published: str | None  # as printed
+    published_value: float | None
+    run: str | None  # the run giving our value; None: a skipped row
+
+
+@dataclass(frozen=True)
+class Plan:
+    table: Table
+    backbone: str
+    model: str
+    out: Path
+    data: Path | None  # None: the shipped sample
+    limit: int | None
+    datasets: list[str]
+    rows: list[Row]
+    columns: list[int]  # indices into the table's columns
+    runs: list[PlannedRun]
+    skipped: list[Skipped]
+    cells: list[Cell]
+
+    @property
+    def missing(self) -> list[Missing]:
+        seen: dict[tuple[str, str], Missing] = {}
+        for run in self.runs:
+            for item in run.missing:
+                seen.setdefault((item.dataset, item.path), item)
+        return list(seen.values())
+
+    def to_json(self) -> dict[str, Any]:
+        table = self.table
+        return {
+            "table": table.id,
+            "paper": table.paper,
+            "number": table.number,
+            "title": table.title,
+            "backbone": self.backbone,
+            "model": self.model,
+            "out": str(self.out),
+            "data": str(self.data) if self.data else None,
+            "limit": self.limit,
+            "runs": [asdict(run) | {"context": run.context} for run in self.runs],
+            "skipped": [asdict(s) for s in self.skipped],
+            "missing": [asdict(m) for m in self.missing],
+            "cells": [
+                asdict(c)
+                | {"row_label": _label(table, c.row), "column_label": table.columns[c.column].label}
+                for c in self.cells
+            ],
+        }
+
+
+def make_plan(
+    table: Table,
+    *,
+    out: str | os.PathLike[str],
+    model: str | None = None,
+    data: str | os.PathLike[str] | None = None,
+    datasets: list[str] | None = None,
+    rows: list[str] | None = None,
+    backbone: str | None = None,
+    limit: int | None = None,
+) -> Plan:
+    """The plan of ``table``: its runs, skipped rows, missing inputs and cells (see the module).
+    A dataset, row or backbone the table does not have is a ConfigError naming the choices."""
+    from noterag.eval.loop import model_label
+
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be at least 1, not {limit}")
+    backbone = _choose_backbone(table, backbone)
+    chosen_datasets = _choose(datasets, list(table.datasets), "dataset", table.id)
+    chosen_rows = _choose_rows(table, rows, backbone)
+    columns = [i for i, c in enumerate(table.columns) if c.dataset in chosen_datasets]
+    out_dir = Path(out).expanduser()
+    data_dir = Path(data).expanduser() if data is not None else None
+    if data_dir is not None and not data_dir.is_dir():
+        raise ConfigError(f"--data {data_dir}: not a directory")
+    label = model_label(model)
+    model_dir = out_dir / _safe(label.split("@", 1)[0])
+
+    runs: dict[str, PlannedRun] = {}
+    skipped: list[Skipped] = []
+    cells: list[Cell] = []
+    for row in chosen_rows:
+        reason = skip_reason(row)
+        if reason is not None:
+            skipped.append(Skipped(row.id, row.label, reason))
+        for i in columns:
+            column = table.columns[i]
+            name = None
+            if reason is None:
+                assert row.method is not None  # skip_reason's
+                name = run_name(column.dataset, row.method, profile_of(row), row.settings)
+                run = runs.get(name)
+                if run is None:
+                    ds = table.datasets[column.dataset]
+                    run = _planned(
+                        name, row, column.dataset, ds, data_dir, out_dir, model_dir, limit
+                    )
+                if row.id not in run.rows:
+                    run.rows.append(row.id)
+                runs[name] = run
+            value = row.values[i]
+            cells.append(
+                Cell(row.id, i, column.dataset, column.metric, value, published_value(value), name)
+            )
+    return Plan(
+        table=table,
+        backbone=backbone,
+        model=label,
+        out=out_dir,
+        data=data_dir,
+        limit=limit,
+        datasets=chosen_datasets,
+        rows=chosen_rows,
+        columns=columns,
+        runs=list(runs.values()),
+        skipped=skipped,
+        cells=cells,
+    )
+
+
+def skip_reason(row: Row) -> str | None:
+    """Why ``row`` cannot be run as published, or None."""
+    from noterag.context import resolve_context
+    from noterag.methods import METHODS
+
+    if row.skip:
+        return row.skip
+    if row.method is None:
+        return "not a run (the table derives it from other rows)"
+    if row.requires:
+        return f"needs {', '.join(row.requires)}, which reproduce is not given"
+    if row.method not in METHODS:
+        return f"method {row.method!r} is not registered in this noterag"
+    spec = METHODS[row.method]
+    profile = profile_of(row)
+    if profile not in spec.profiles:
+        return f"{row.method} has no profile {profile!r} (its profiles: {', '.join(spec.profiles)})"
+    try:
+        resolve_context(spec.context, row.settings | {"profile": profile})
+    except NoteragError as exc:
+        return f"its settings are not {row.method}'s: {exc}"
+    return None
+
+
+def profile_of(row: Row) -> str:
+    """The row's profile; a row that names none runs the methods' default, paper."""
+    return row.profile or "paper"
+
+
+def run_name(dataset: str, method: str, profile: str, settings: dict[str, Any]) -> str:
+    """A run's directory name, from its identity: ``hotpotqa.deepnote.official.top_k=5``."""
+    parts = [dataset, method, profile]
+    parts += [f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(settings.items())]
+    return _safe(".".join(parts))
+
+
+def published_value(value: str | None) -> float | None:
+    """A printed cell as a number: ``"14.6↑"`` → 14.6; ``None`` ("-" in the paper) → None."""
+    if value is None:
+        return None
+    match = _NUMBER.match(value)
+    return float(match.group(1)) if match else None
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _choose_backbone(table: Table, backbone: str | None) -> str:
+    if backbone is None:
+        return table.backbones[0]
+    if backbone not in table.backbones:
+        raise ConfigError(
+            f"{table.id} has no backbone {backbone!r}; choose one of {', '.join(table.backbones)}"
+        )
+    return backbone
+
+
+def _choose(wanted: list[str] | None, known: list[str], what: str, table: str) -> list[str]:
+    if not wanted:
+        return known
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise ConfigError(
+            f"{table} has no {what} {', '.join(map(repr, unknown))}; choose among {', '.join(known)}"
+        )
+    return [k for k in known if k in wanted]
+
+
+def _choose_rows(table: Table, rows: list[str] | None, backbone: str) -> list[Row]:
+    """The rows run with ``backbone`` (or with no backbone of their own), ``rows`` only if given."""
+    ids = _choose(rows, [r.id for r in table.rows], "row", table.id)
+    chosen = []
+    for row in table.rows:
+        if row.id not in ids:
+            continue
+        if row.backbone not in (None, backbone):
+            if rows:  # named on purpose: say how to get it
+                raise ConfigError(
+                    f"row {row.id!r} of {table.id} was run with {row.backbone}, not {backbone}; "
+                    f"pass --backbone {row.backbone!r}"
+                )
+            continue
+        chosen.append(row)
+    return chosen
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def _planned(
+    name: str,
+    row: Row,
+    key: str,
+    ds: Dataset,
+    data: Path | None,
+    out: Path,
+    model_dir: Path,
+    limit: int | None,
+) -> PlannedRun:
+    assert row.method is not None
+    profile = profile_of(row)
+    missing: list[Missing] = []
+    if data is None:
+        from noterag.sample import sample_questions_path
+
+        questions = sample_questions_path()
+        index = f"bm25:{out / SAMPLE_INDEX}"
+    else:
+        questions = data / ds.questions.path
+        if not questions.exists():
+            missing.append(_missing(key, ds.questions, data))
+        index = _index_spec(key, ds, data, missing)
+    n = _count(questions, limit) if questions.exists() else None
+    return PlannedRun(
+        name=name,
+        method=row.method,
+        profile=profile,
+        settings=dict(row.settings),
+        dataset=key,
+        rows=[],
+        questions=str(questions),
+        n_questions=n,
+        index=index,
+        run_dir=str(model_dir / name),
+        estimate=estimate(row.method, profile, n),
+        missing=missing,
+    )
+
+
+def _index_spec(key: str, ds: Dataset, data: Path, missing: list[Missing]) -> str:
+    """The retriever spec of dataset ``key`` under ``data``; what it needs and lacks goes to
+    ``missing`` (the index, and the corpus it is built from)."""
+    spec = ds.retriever_spec
+    if spec is None and ds.index is not None:
+        spec = f"bm25:{{data}}/{ds.index.path}"
+    if spec is None:
+        missing.append(
+            Missing(key, "a retriever for this dataset", "-", "the table file names none")
+        )
+        return ""
+    if ds.index is not None and not (data / ds.index.path).exists():
+        missing.append(_missing(key, ds.index, data))
+        if ds.corpus is not None and not (data / ds.corpus.path).exists():
+            missing.append(_missing(key, ds.corpus, data))
+    return spec.replace("{data}", str(data))
+
+
+def _missing(key: str, item: Input, data: Path) -> Missing:
+    path = data / item.path
+    if item.command:
+        provide = "run: " + item.command.replace("{data}", str(data))
+    elif item.source:
+        provide = f"download from {item.source} into {path}"
+    else:
+        provide = "the table file says nothing of where it comes from"
+    return Missing(key, item.what, str(path), provide)
+
+
+def _count(path: Path, limit: int | None) -> int:
+    from noterag.eval.datasets import load_dataset
+
+    return len(load_dataset(path, limit=limit))
+
+
+# --------------------------------------------------------------------------- estimate
+
+COSTS_FILE = "method_costs.json"
+
+
+@cache
+def method_costs() -> dict[str, Any]:
+    """The measured costs per question (``bench/method_costs.py`` writes the file)."""
+    text = resources.files("noterag").joinpath("data", COSTS_FILE).read_text("utf-8")
+    value: dict[str, Any] = json.loads(text)
+    return value
+
+
+def estimate(method: str, profile: str, questions: int | None) -> Estimate:
+    """The run's model calls and tokens: the measured means of (method, profile), else of the
+    method's paper profile, times ``questions``; None where nothing was measured."""
+    costs = method_costs()["costs"]
+    key = next((k for k in (f"{method}/{profile}", f"{method}/paper") if k in costs), None)
+    if key is None or questions is None:
+        return Estimate(None, None, key)
+    cost = costs[key]
+    tokens = cost["prompt_tokens"] + cost["completion_tokens"]
+    return Estimate(round(cost["llm_calls"] * questions, 1), round(tokens * questions), key)
+
+
+def _label(table: Table, row_id: str) -> str:
+    return next(r.label for r in table.rows if r.id == row_id)
+
+
+def _safe(text: str) -> str:
+    """A file name from ``text``: every run of other characters as one ``_``."""
+    return _UNSAFE.sub("_", text).strip("_") or "_"

@@ -1,0 +1,353 @@
+"""The reproduced table: per cell the published value, ours, Δ (ours − published) and our 95%
+confidence interval, as a terminal table, ``table.md``, ``table.json`` and ``table.png``.
+
+Our value of a cell is the mean over the run's questions of this invocation (after ``--limit``
+and ``--shard``) of the column's metric per question, a failed question counting 0 as in every
+summary. The ``avg`` column is, per question, the mean of the dataset's other columns in the
+table (DeepNote's avg. is the mean of its acc., f1 and em), then averaged. The interval is the
+percentile bootstrap over questions (``noterag.eval.significance.mean_interval``: 10,000
+resamples, seed 0); a cell whose published value lies outside it is marked ``*``. With few
+questions (a smoke run) the interval is wide or, below two questions, absent: read it so.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from noterag._fs import atomic_write_bytes, atomic_write_json, atomic_write_text
+from noterag.errors import NoteragError
+from noterag.reproduce.plan import Cell, Plan
+from noterag.reproduce.run import Outcome
+
+AVG = "avg"
+MARK = "*"
+FILES = ("table.md", "table.json", "table.png")
+
+
+@dataclass(frozen=True)
+class CellResult:
+    cell: Cell
+    row_label: str
+    column_label: str
+    ours: float | None  # None: skipped row, run not made, metric we do not compute
+    ci_low: float | None
+    ci_high: float | None
+    n: int  # questions scored
+    expected: int  # questions of this invocation
+    note: str  # why there is no value, or "" when there is
+
+    @property
+    def delta(self) -> float | None:
+        if self.ours is None or self.cell.published_value is None:
+            return None
+        return self.ours - self.cell.published_value
+
+    @property
+    def outside(self) -> bool | None:
+        """Whether the published value lies outside our interval (None: not decidable)."""
+        published = self.cell.published_value
+        if published is None or self.ci_low is None or self.ci_high is None:
+            return None
+        return not self.ci_low <= published <= self.ci_high
+
+
+def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
+    """Every cell of the plan with our value and interval from the runs' directories."""
+    from noterag.eval.report import read_run
+    from noterag.eval.significance import mean_interval
+
+    by_run = {o.run.name: o for o in outcomes}
+    rows_by_run: dict[str, dict[str, dict[str, Any]]] = {}
+    skipped = {s.row: s.reason for s in plan.skipped}
+    table = plan.table
+    results = []
+    for cell in plan.cells:
+        row_label = next(r.label for r in table.rows if r.id == cell.row)
+        column_label = table.columns[cell.column].label
+        outcome = by_run.get(cell.run) if cell.run else None
+        ours = low = high = None
+        n = expected = 0
+        if outcome is None:
+            note = f"skipped: {skipped.get(cell.row, 'not run')}"
+        elif outcome.status == "blocked":
+            note = "inputs missing (see the plan)"
+        else:
+            expected, name = len(outcome.ids), outcome.run.name
+            if name not in rows_by_run:
+                _, rows = read_run(outcome.run_dir)
+                wanted = set(outcome.ids)
+                rows_by_run[name] = {r["id"]: r for r in rows if r["id"] in wanted}
+            values = _per_question(plan, cell, list(rows_by_run[name].values()))
+            n = len(values) if values is not None else 0
+            if values is None:
+                note = f"our runs do not compute {cell.metric}"
+            elif not values:
+                note = "no question answered yet"
+            else:
+                ours = sum(values) / len(values)
+                low, high = mean_interval(values)
+                failed = sum(1 for r in rows_by_run[name].values() if r.get("error"))
+                notes = [f"{n} of {expected} questions"] if n != expected else []
+                if failed:
+                    notes.append(f"{failed} {FAILED}")
+                note = "; ".join(notes)
+        results.append(
+            CellResult(cell, row_label, column_label, ours, low, high, n, expected, note)
+        )
+    return results
+
+
+def _per_question(plan: Plan, cell: Cell, rows: list[dict[str, Any]]) -> list[float] | None:
+    """The cell's metric per question; ``avg``: the mean of the dataset's other columns. None
+    when a question lacks one of them (a metric of another task, one we do not compute)."""
+    if cell.metric == AVG:
+        metrics = [
+            c.metric for c in plan.table.columns if c.dataset == cell.dataset and c.metric != AVG
+        ]
+    else:
+        metrics = [cell.metric]
+    if not metrics:
+        return None
+    values = []
+    for row in rows:
+        scores = row.get("metrics") or {}
+        if any(m not in scores for m in metrics):
+            return None
+        values.append(sum(scores[m] for m in metrics) / len(metrics))
+    return values
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _num(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "–"
+    return f"{value:+.1f}" if signed else f"{value:.1f}"
+
+
+def _ci(result: CellResult) -> str:
+    if result.ci_low is None or result.ci_high is None:
+        return "–"
+    return f"[{result.ci_low:.1f}, {result.ci_high:.1f}]"
+
+
+def _published(result: CellResult) -> str:
+    return result.cell.published if result.cell.published is not None else "–"
+
+
+HEADINGS = ("row", "column", "published", "ours", "Δ", "95% CI", "n", "")
+
+
+def _cells_text(result: CellResult) -> list[str]:
+    mark = MARK if result.outside else ""
+    return [
+        result.row_label,
+        f"{result.cell.dataset} {result.column_label}",
+        _published(result),
+        _num(result.ours),
+        _num(result.delta, signed=True),
+        _ci(result) + mark,
+        str(result.n) if result.expected else "–",
+        result.note,
+    ]
+
+
+def caption(plan: Plan) -> str:
+    table = plan.table
+    data = str(plan.data) if plan.data else "the shipped sample (6 questions), not the paper's data"
+    limit = f", --limit {plan.limit}" if plan.limit else ""
+    return (
+        f"{table.id}: {table.title} Published: {plan.backbone}. Ours: {plan.model} on {data}"
+        f"{limit}."
+    )
+
+
+LEGEND = f"{MARK} the published value lies outside our 95% bootstrap interval over questions."
+FAILED = "failed"
+FAILED_LEGEND = "failed questions count 0; `noterag reproduce ... --retry-errors` asks them again."
+
+
+def legends(results: Sequence[CellResult]) -> list[str]:
+    """The lines under the table: the mark, and what to do about failed questions if any."""
+    failed = any(FAILED in r.note for r in results)
+    return [LEGEND] + ([FAILED_LEGEND] if failed else [])
+
+
+def markdown(plan: Plan, results: Sequence[CellResult]) -> str:
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    lines = [f"# {caption(plan)}", "", line(HEADINGS), line(["---"] * len(HEADINGS))]
+    lines += [line(_cells_text(r)) for r in results]
+    lines += ["", *legends(results)]
+    if plan.skipped:
+        lines += ["", "Skipped rows:", ""]
+        lines += [f"- {s.label} ({s.row}): {s.reason}" for s in plan.skipped]
+    return "\n".join(lines) + "\n"
+
+
+def as_json(plan: Plan, results: Sequence[CellResult], outcomes: Sequence[Outcome]) -> Any:
+    return {
+        "table": plan.table.id,
+        "title": plan.table.title,
+        "backbone": plan.backbone,
+        "model": plan.model,
+        "data": str(plan.data) if plan.data else None,
+        "limit": plan.limit,
+        "cells": [
+            asdict(r.cell)
+            | {
+                "row_label": r.row_label,
+                "column_label": r.column_label,
+                "ours": r.ours,
+                "delta": r.delta,
+                "ci95": [r.ci_low, r.ci_high] if r.ci_low is not None else None,
+                "published_outside_ci": r.outside,
+                "n": r.n,
+                "questions": r.expected,
+                "note": r.note,
+            }
+            for r in results
+        ],
+        "runs": [
+            {"name": o.run.name, "dir": str(o.run_dir), "status": o.status, "questions": len(o.ids)}
+            for o in outcomes
+        ],
+        "skipped": [asdict(s) for s in plan.skipped],
+    }
+
+
+def print_table(plan: Plan, results: Sequence[CellResult], console: Any) -> None:
+    """The table on the terminal; every text from the table file or the runs goes through
+    ``printable`` and into rich as plain Text, never as markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from noterag.cli.render import printable
+
+    table = Table(title=Text(printable(caption(plan))), title_justify="left", show_edge=False)
+    for i, heading in enumerate(HEADINGS):
+        table.add_column(heading, justify="right" if 2 <= i <= 6 else "left")
+    for result in results:
+        cells = [Text(printable(c)) for c in _cells_text(result)]
+        if result.outside:
+            cells[5].stylize("bold red")
+        table.add_row(*cells)
+    console.print(table)
+    for line in legends(results):
+        console.print(Text(line, style="dim"), soft_wrap=True)
+    for s in plan.skipped:
+        line = printable(f"skipped {s.label} ({s.row}): {s.reason}")
+        console.print(Text(line, style="yellow"), soft_wrap=True)
+
+
+def plot_png(plan: Plan, results: Sequence[CellResult]) -> bytes:
+    """Per dataset a panel: for every cell, the published value (a cross) and ours with its
+    interval (a dot with bars)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise NoteragError("the plot needs matplotlib: pip install 'noterag[eval]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = [d for d in plan.datasets if any(r.cell.dataset == d for r in results)]
+    fig, axes = plt.subplots(
+        1, max(1, len(datasets)), figsize=(max(6, 4.5 * len(datasets)), 5), squeeze=False
+    )
+    for ax, dataset in zip(axes[0], datasets):
+        mine = [r for r in results if r.cell.dataset == dataset]
+        ticks = [f"{r.row_label}\n{r.column_label}" for r in mine]
+        xs = list(range(len(mine)))
+        ax.scatter(xs, [r.cell.published_value for r in mine], marker="x", color="C0",
+                   label="published", zorder=3)  # fmt: skip
+        label: str | None = "ours (95% CI)"  # on the first of ours only: one legend entry
+        for x, r in zip(xs, mine):
+            if r.ours is None:
+                continue
+            low = r.ours - r.ci_low if r.ci_low is not None else 0
+            high = r.ci_high - r.ours if r.ci_high is not None else 0
+            ax.errorbar([x], [r.ours], yerr=[[low], [high]], fmt="o", color="C1", capsize=3,
+                        label=label)  # fmt: skip
+            label = None
+        ax.set_xticks(xs, ticks, rotation=90, fontsize=7)
+        ax.set_title(plan.table.datasets[dataset].name)
+        ax.set_ylabel("%")
+        ax.set_ylim(-3, 103)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0][0].legend(loc="upper right", fontsize=8)
+    fig.suptitle(f"{plan.table.id}: published ({plan.backbone}) vs ours ({plan.model})", fontsize=9)
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
+    plt.close(fig)
+    return png.getvalue()
+
+
+def write_outputs(
+    plan: Plan,
+    results: Sequence[CellResult],
+    outcomes: Sequence[Outcome],
+    out: str | os.PathLike[str],
+) -> list[Path]:
+    """table.md, table.json and table.png into ``out``; their paths."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    md, js, png = (folder / name for name in FILES)
+    atomic_write_text(md, markdown(plan, results))
+    atomic_write_json(js, as_json(plan, results, outcomes))
+    atomic_write_bytes(png, plot_png(plan, results))
+    return [md, js, png]
+
+
+def print_plan(plan: Plan, console: Any) -> None:
+    """``--dry-run``: each run (its rows, questions, estimated calls and tokens), the skipped
+    rows with their reasons, and every missing input with what provides it."""
+    from rich.text import Text
+
+    from noterag.cli.render import printable
+
+    def text(value: str, style: str | None = None) -> Text:
+        return Text(printable(value), style=style or "")
+
+    console.print(text(caption(plan), "bold"), soft_wrap=True)
+    if plan.data is None:
+        where = f"the sample index is built on the first run into {plan.out}"
+        console.print(text(where, "dim"), soft_wrap=True)
+    console.print(text(f"{len(plan.runs)} runs", "bold"))
+    # a few lines per run, never wrapped: paths and names stay whole, to be copied
+    for run in plan.runs:
+        n = "missing" if run.n_questions is None else str(run.n_questions)
+        cost = run.estimate
+        measured = f"measured as {cost.measured_as}" if cost.measured_as else "not measured"
+        estimate = f"≈ {_count(cost.llm_calls)} model calls, ≈ {_count(cost.tokens)} tokens"
+        for line, style in (
+            (f"{run.name} (rows: {', '.join(run.rows)})", "bold"),
+            (f"  questions: {n} ({run.questions})", None),
+            (f"  index: {run.index}", None),
+            (f"  {estimate} ({measured})", None),
+        ):
+            console.print(text(line, style), soft_wrap=True)
+    calls = [r.estimate.llm_calls for r in plan.runs if r.estimate.llm_calls is not None]
+    tokens = [r.estimate.tokens for r in plan.runs if r.estimate.tokens is not None]
+    unknown = len(plan.runs) - len(calls)
+    total = f"in all ≈ {_count(sum(calls))} model calls, ≈ {_count(sum(tokens))} tokens"
+    if unknown:
+        total += f" (and {unknown} runs of unknown cost: inputs missing or not measured)"
+    # one line each, however long (paths, commands): never wrapped, so they can be copied
+    console.print(text(total, "dim"), soft_wrap=True)
+    for s in plan.skipped:
+        console.print(text(f"skipped {s.label} ({s.row}): {s.reason}", "yellow"), soft_wrap=True)
+    for m in plan.missing:
+        line = f"missing ({m.dataset}) {m.what}: {m.path}; {m.provide}"
+        console.print(text(line, "red"), soft_wrap=True)
+
+
+def _count(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}"
