@@ -174,14 +174,25 @@ def make_plan(
     cells: list[Cell] = []
     for row in chosen_rows:
         reason = skip_reason(row)
+        if reason is None and row.retrieval == "dense" and data_dir is None:
+            reason = (
+                "runs with the dense retriever of the paper (the table's dense index): pass "
+                "--data DIR holding it (the shipped sample has a BM25 index only)"
+            )
         if reason is not None:
             skipped.append(Skipped(row.id, row.label, reason))
-        for i in columns:
-            column = table.columns[i]
+        for column, value in table.cells(row):
+            if column.dataset not in chosen_datasets:
+                continue
+            if column.backbone not in (None, backbone):  # a column of another backbone
+                continue
+            i = table.columns.index(column)
             name = None
             if reason is None:
                 assert row.method is not None  # skip_reason's
                 name = run_name(column.dataset, row.method, profile_of(row), row.settings)
+                if row.retrieval == "dense":
+                    name = _safe(f"{name}.dense")
                 run = runs.get(name)
                 if run is None:
                     ds = table.datasets[column.dataset]
@@ -191,7 +202,6 @@ def make_plan(
                 if row.id not in run.rows:
                     run.rows.append(row.id)
                 runs[name] = run
-            value = row.values[i]
             cells.append(
                 Cell(row.id, i, column.dataset, column.metric, value, published_value(value), name)
             )
@@ -218,7 +228,7 @@ def skip_reason(row: Row) -> str | None:
 
     if row.skip:
         return row.skip
-    if row.method is None:
+    if row.kind == "derived" or row.method is None:
         return "not a run (the table derives it from other rows)"
     if row.requires:
         return f"needs {', '.join(row.requires)}, which reproduce is not given"
@@ -322,7 +332,7 @@ def _planned(
         questions = data / ds.questions.path
         if not questions.exists():
             missing.append(_missing(key, ds.questions, data))
-        index = _index_spec(key, ds, data, missing)
+        index = _index_spec(key, ds, data, missing, dense=row.retrieval == "dense")
     n = _count(questions, limit) if questions.exists() else None
     return PlannedRun(
         name=name,
@@ -340,19 +350,23 @@ def _planned(
     )
 
 
-def _index_spec(key: str, ds: Dataset, data: Path, missing: list[Missing]) -> str:
-    """The retriever spec of dataset ``key`` under ``data``; what it needs and lacks goes to
-    ``missing`` (the index, and the corpus it is built from)."""
-    spec = ds.retriever_spec
-    if spec is None and ds.index is not None:
-        spec = f"bm25:{{data}}/{ds.index.path}"
+def _index_spec(
+    key: str, ds: Dataset, data: Path, missing: list[Missing], *, dense: bool = False
+) -> str:
+    """The retriever spec of dataset ``key`` under ``data`` (``dense``: its dense retriever);
+    what it needs and lacks goes to ``missing`` (the index, and the corpus it is built from)."""
+    spec, index = ds.retriever_spec, ds.index
+    if dense:
+        spec, index = ds.dense_retriever_spec, ds.dense_index
+    if spec is None and index is not None:
+        spec = f"{'dense' if dense else 'bm25'}:{{data}}/{index.path}"
     if spec is None:
         missing.append(
             Missing(key, "a retriever for this dataset", "-", "the table file names none")
         )
         return ""
-    if ds.index is not None and not (data / ds.index.path).exists():
-        missing.append(_missing(key, ds.index, data))
+    if index is not None and not (data / index.path).exists():
+        missing.append(_missing(key, index, data))
         if ds.corpus is not None and not (data / ds.corpus.path).exists():
             missing.append(_missing(key, ds.corpus, data))
     return spec.replace("{data}", str(data))
