@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import RESULTS, percentile, print_table, write_results
+from common import RESULTS, percentile, print_table, publish_estimates, write_results
 from wiki_corpus import load_questions
 
 GIB = 1 << 30
@@ -261,6 +261,8 @@ def main() -> None:
         kept[row["passages"]] = row
         rows = [kept[key] for key in sorted(kept)]
         write_results("scale_bm25", rows, path)  # after each size: a long run keeps them
+        if "build_s" in row:
+            publish_estimates("bm25", [row | {"peak_gib": row["peak_rss_gib"]}])
 
     print(f"\nBM25, top-{K}, {len(queries)} real questions as queries, 2-core shared machine")
     print_table(

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,7 +42,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import RESULTS, percentile, print_table, write_results
+from common import RESULTS, percentile, print_table, publish_estimates, write_results
 
 from noterag.retrievers import faiss_index
 from noterag.retrievers.faiss_index import IndexSettings
@@ -132,7 +133,7 @@ from noterag.retrievers import faiss_index
 faiss.omp_set_num_threads(1)
 path, queries_path, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
 nprobe, ef = json.loads(sys.argv[4]), json.loads(sys.argv[5])
-index = faiss_index.read(__import__("pathlib").Path(path))
+index, _ = faiss_index.read(__import__("pathlib").Path(path))
 faiss_index.set_search_params(index, nprobe, ef)
 queries = np.load(queries_path)
 rows, latencies = [], []
@@ -201,6 +202,9 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     print(f"  pass over {args.n:,} vectors (exact top-10, index add)", flush=True)
     exact, add_s, scan_s = exact_and_index(data, queries, index)
     print(f"  exact pass: scoring {scan_s:.0f} s, adding {add_s:.0f} s", flush=True)
+    # This process's peak so far: the IVF-PQ index being filled plus a batch and the exact
+    # pass's buffers (an upper bound of the build's own memory).
+    build_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if index is not None and settings is not None:
         path = work / "ivfpq.faiss"
         faiss_index.write(index, path)
@@ -216,6 +220,7 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "nprobe": nprobe,
                     "build_s": train_s + add_s,
                     "train_s": train_s,
+                    "build_peak_rss_gib": build_peak / GIB,
                     "index_gib": path.stat().st_size / GIB,
                     "search_peak_rss_gib": rss / GIB,
                     "p50_ms": 1000 * statistics.median(lat),
@@ -245,6 +250,7 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         for b in data.batches():
             index.add(data.batch(b))
         build_s = time.perf_counter() - tick
+        build_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         path = work / f"{kind}.faiss"
         faiss_index.write(index, path)
         del index
@@ -257,6 +263,7 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "factory": faiss_index.factory_string(settings, args.n, args.dim),
                 "ef_search": settings.ef_search if kind == "hnsw" else None,
                 "build_s": build_s,
+                "build_peak_rss_gib": build_peak / GIB,
                 "index_gib": path.stat().st_size / GIB,
                 "search_peak_rss_gib": rss / GIB,
                 "p50_ms": 1000 * statistics.median(lat),
@@ -293,6 +300,16 @@ def main() -> None:
     keys = {(r["kind"], r["vectors"], r.get("nprobe")) for r in rows}
     merged = [r for r in old if (r["kind"], r["vectors"], r.get("nprobe")) not in keys] + rows
     write_results("scale_dense", merged, path)
+    for kind in ("flat", "ivfpq", "hnsw"):
+        built = [r for r in rows if r["kind"] == kind and "build_s" in r][:1]
+        if built:
+            row = built[0]
+            disk = row["vectors"] * row["dim"] * 4 / GIB if kind == "flat" else row["index_gib"]
+            publish_estimates(
+                kind,
+                [{"passages": row["vectors"], "build_s": row["build_s"],
+                  "peak_gib": row["build_peak_rss_gib"], "disk_gib": disk}],
+            )  # fmt: skip
     print(f"\nFAISS, {args.dim}-d synthetic vectors, {args.queries} queries, one search thread")
     print_table(
         merged,

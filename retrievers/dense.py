@@ -438,6 +438,7 @@ class DenseIndex:
             )
         self.vectors: np.ndarray | None = None
         self._faiss: Any = None
+        self.mapped = True  # searched in place from disk (flat: the embeddings' memory map)
         faiss_file = self.manifest.get("faiss_file") or (
             FAISS_FILE if self.kind != "flat" else None
         )
@@ -473,7 +474,7 @@ class DenseIndex:
 
     def _open_faiss(self, path: Path) -> None:
         try:
-            self._faiss = faiss_index.read(path)
+            self._faiss, self.mapped = faiss_index.read(path)
         except FaissFileError as exc:
             raise self._damaged(str(exc)) from None
         if self._faiss.ntotal != self.count or self._faiss.d != self.dim:
@@ -611,7 +612,7 @@ def attach_faiss_index(
     faiss_path = Path(faiss_file).resolve()
     corpus = Path(corpus_path).resolve()
     build = IndexBuild(index_dir)
-    index = faiss_index.read(faiss_path)
+    index, _ = faiss_index.read(faiss_path)
     ntotal, dim = int(index.ntotal), int(index.d)
     del index
     offsets = _line_offsets(corpus)
