@@ -13,7 +13,10 @@ Per size, for noterag (each build in a fresh subprocess):
 * build seconds, peak RSS (``wait4``: includes the index files tantivy memory-maps while it
   merges, which the kernel can drop at any time) and peak anonymous memory (``RssAnon``
   sampled every 0.2 s: the memory the build really holds), index size on disk;
-* single-thread query latency p50/p95 with the top-k collector (tantivy's block-max WAND over
+* build CPU seconds (user + system, from ``wait4``): on a shared machine the wall-clock time
+  measures the scheduler as much as the code, the CPU time does not;
+* single-thread query latency p50/p95, wall clock and CPU (``thread_time``: tantivy searches
+  in the calling thread), with the top-k collector (tantivy's block-max WAND over
   the OR of the query's terms: only blocks that can still enter the top 5 are scored), the
   same with the exhaustive collector (every matching passage scored, ``count=True``) and the
   top-5 overlap between the two (rank-safety: 1.0 means identical);
@@ -89,9 +92,9 @@ print(json.dumps({"seconds": build, "latencies": latencies, "qps": qps}))
 """.replace("{k}", str(K))
 
 
-def run_measured(args: list[str]) -> tuple[dict[str, Any] | None, int, int, str]:
+def run_measured(args: list[str]) -> tuple[dict[str, Any] | None, int, int, str, float]:
     """Run a child; its JSON output (None if it failed), peak RSS and peak RssAnon in bytes,
-    and its stderr's last line."""
+    its stderr's last line and its CPU seconds (user + system)."""
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     peak_anon = 0
     done = threading.Event()
@@ -117,7 +120,7 @@ def run_measured(args: list[str]) -> tuple[dict[str, Any] | None, int, int, str]
     proc.returncode = os.waitstatus_to_exitcode(status)
     last = (errors.decode(errors="replace").strip().splitlines() or [""])[-1]
     result = json.loads(output) if proc.returncode == 0 else None
-    return result, usage.ru_maxrss * 1024, peak_anon, last
+    return result, usage.ru_maxrss * 1024, peak_anon, last, usage.ru_utime + usage.ru_stime
 
 
 def dir_size(path: Path) -> int:
@@ -147,20 +150,24 @@ def measure_noterag(index_dir: Path, queries: list[str]) -> dict[str, Any]:
     index = Bm25Index(index_dir)
     index.search(queries[0], K)  # first query: opens the segments
     pruned: list[float] = []
+    pruned_cpu: list[float] = []
     exhaustive: list[float] = []
+    exhaustive_cpu: list[float] = []
     overlaps: list[float] = []
     searcher = index._index.searcher()
     for q in queries:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         top = index.search(q, K)
         pruned.append(time.perf_counter() - started)
+        pruned_cpu.append(time.thread_time() - cpu)
         query = index.build_query(q)
         if query is None:
             continue
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         # count=True collects (TopDocs, Count): every matching passage is scored.
         full = searcher.search(query, limit=K, count=True).hits
         exhaustive.append(time.perf_counter() - started)
+        exhaustive_cpu.append(time.thread_time() - cpu)
         overlaps.append(_overlap([s for _, s in top], [p["id"] for p, _ in top], full, searcher))
     with ThreadPoolExecutor(2) as pool:
         started = time.perf_counter()
@@ -169,7 +176,10 @@ def measure_noterag(index_dir: Path, queries: list[str]) -> dict[str, Any]:
     return {
         "p50_ms": 1000 * statistics.median(pruned),
         "p95_ms": 1000 * percentile(pruned, 95),
+        "cpu_p50_ms": 1000 * statistics.median(pruned_cpu),
+        "cpu_p95_ms": 1000 * percentile(pruned_cpu, 95),
         "exhaustive_p50_ms": 1000 * statistics.median(exhaustive),
+        "exhaustive_cpu_p50_ms": 1000 * statistics.median(exhaustive_cpu),
         "exhaustive_p95_ms": 1000 * percentile(exhaustive, 95),
         "top5_overlap": statistics.mean(overlaps),
         "qps_2threads": qps,
@@ -193,13 +203,14 @@ def bench_size(args: argparse.Namespace, n: int, queries: list[str]) -> dict[str
     row: dict[str, Any] = {"passages": n, "corpus_gib": corpus.stat().st_size / GIB}
     if not (args.reuse and index_dir.is_dir()):
         started = time.perf_counter()
-        built, rss, anon, err = run_measured(
+        built, rss, anon, err, cpu = run_measured(
             [sys.executable, "-c", _BUILD, str(corpus), str(index_dir), str(args.heap_mb)]
         )
         if built is None:
             raise SystemExit(f"noterag build failed at {n:,}: {err}")
         row.update(
             build_s=built["seconds"],
+            build_cpu_s=cpu,
             peak_rss_gib=rss / GIB,
             peak_anon_gib=anon / GIB,
             heap_mb=args.heap_mb,
@@ -211,7 +222,7 @@ def bench_size(args: argparse.Namespace, n: int, queries: list[str]) -> dict[str
     row.update(measure_noterag(index_dir, queries))
     print(f"  noterag {n:,}: {json.dumps(row)}", flush=True)
     if n <= args.bm25s_max:
-        out, rss, anon, err = run_measured(
+        out, rss, anon, err, cpu = run_measured(
             [
                 sys.executable,
                 "-c",
@@ -226,6 +237,7 @@ def bench_size(args: argparse.Namespace, n: int, queries: list[str]) -> dict[str
         else:
             row.update(
                 bm25s_build_s=out["seconds"],
+                bm25s_cpu_s=cpu,
                 bm25s_peak_rss_gib=rss / GIB,
                 bm25s_p50_ms=1000 * statistics.median(out["latencies"]),
                 bm25s_p95_ms=1000 * percentile(out["latencies"], 95),
@@ -270,12 +282,14 @@ def main() -> None:
         [
             ("passages", "passages", ",d"),
             ("build_s", "build s", ".0f"),
+            ("build_cpu_s", "build CPU s", ".0f"),
             ("peak_rss_gib", "peak RSS GiB", ".2f"),
             ("peak_anon_gib", "anon GiB", ".2f"),
             ("disk_gib", "disk GiB", ".2f"),
             ("p50_ms", "p50 ms", ".1f"),
             ("p95_ms", "p95 ms", ".1f"),
-            ("exhaustive_p50_ms", "exh. p50", ".1f"),
+            ("cpu_p50_ms", "CPU p50", ".1f"),
+            ("exhaustive_cpu_p50_ms", "exh. CPU p50", ".1f"),
             ("top5_overlap", "top5 ovl", ".3f"),
             ("qps_2threads", "q/s 2thr", ".0f"),
         ],
