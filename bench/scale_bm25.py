@@ -268,8 +268,8 @@ def main() -> None:
     path = args.json or RESULTS / "scale_bm25.json"
     kept = {r["passages"]: r for r in (json.loads(path.read_text()) if path.is_file() else [])}
     for n in sorted(int(s) for s in args.sizes.split(",")):
-        row = bench_size(args, n, queries)
-        kept.pop(n, None)
+        # A --reuse run adds its query figures to the size's build figures.
+        row = kept.pop(n, {}) | bench_size(args, n, queries)
         kept[row["passages"]] = row
         rows = [kept[key] for key in sorted(kept)]
         write_results("scale_bm25", rows, path)  # after each size: a long run keeps them

@@ -3,8 +3,8 @@
     nice -n 19 python bench/scale_dense.py --n 1000000 --kinds flat,ivfpq,hnsw
     nice -n 19 python bench/scale_dense.py --n 21015324 --kinds ivfpq --nlist 4096
 
-Embedding 21M passages is not feasible here (the offline MiniLM embeds about 100 passages/s on
-these 2 CPU cores: 21M would take 2.4 days, a 768-d model several times more), so the 21M
+Embedding 21M passages is not feasible here (the offline MiniLM embeds 30 passages/s on these
+2 CPU cores, README: 21M would take 8 days, a 768-d model several times more), so the 21M
 measurement uses synthetic 768-d vectors with the structure of text embeddings rather than
 isotropic noise (on which no approximate index has meaningful neighbours): each vector is a
 topic centre (``TOPICS`` of them) plus a low-dimensional within-topic variation (``LATENT``
@@ -294,10 +294,11 @@ def main() -> None:
     parser.add_argument("--flat-max", type=int, default=2_000_000)
     parser.add_argument("--hnsw-max", type=int, default=1_000_000)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--threads", type=int, default=2, help="FAISS threads while building")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     faiss = faiss_index.faiss_module()
-    faiss.omp_set_num_threads(2)
+    faiss.omp_set_num_threads(args.threads)
     rows = bench(args)
     path = args.json or RESULTS / "scale_dense.json"
     old = json.loads(path.read_text()) if path.is_file() else []
