@@ -48,7 +48,12 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+# The shared data folder next to the checkout (main: /work/main -> /work/shared/data) or next
+# to a parent of it (a worktree: /work/wt/g -> /work/shared/data).
+DATA = next(
+    (p / "shared" / "data" for p in ROOT.parents if (p / "shared" / "data").is_dir()),
+    ROOT.parent / "shared" / "data",
+)
 # Real paragraphs and questions, in this order of preference; the first dataset folder holding
 # them sets the real words' ranks. noterag/data is the sample shipped in the package.
 SOURCES = ("hotpotqa_dev500", "musique_dev200", "twowiki_dev164", "ircot_test500")
