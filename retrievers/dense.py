@@ -58,9 +58,12 @@ from .indexdir import (
     IndexBuild,
     IndexDamagedError,
     ProgressReporter,
+    new_build_id,
     new_manifest,
+    now,
     read_manifest,
     require_passages,
+    write_manifest,
 )
 
 KIND = "dense"
@@ -337,9 +340,38 @@ def _new_manifest(
     )
 
 
-def _write_faiss(target: Path, settings: IndexSettings, progress: bool) -> None:
-    """Build ``index.faiss`` from the embeddings just written (nothing for flat: the flat
-    index is the embeddings file itself), reading them in batches from the memory map."""
+def reindex_dense(
+    index_dir: str | os.PathLike[str], index: IndexSettings | str, *, progress: bool = True
+) -> IndexSettings:
+    """Rebuild the FAISS index of a noterag dense index as another kind, from the embeddings
+    it keeps (nothing is embedded again). The new ``index.faiss`` replaces the old one by a
+    rename, and the manifest is rewritten (a new ``build_id``) after it."""
+    index_dir = Path(index_dir)
+    manifest = read_manifest(index_dir, kind=KIND, label="dense", hint=BUILD_HINT)
+    if manifest.get("faiss_file") or not (index_dir / EMBEDDINGS_FILE).is_file():
+        raise NoteragError(
+            f"{index_dir} keeps no embeddings (a prebuilt index): it cannot be re-indexed"
+        )
+    settings = IndexSettings(kind=index) if isinstance(index, str) else index
+    settings = settings.resolved(int(manifest["count"]), int(manifest["dim"]))
+    target = index_dir / FAISS_FILE
+    if settings.kind == "flat":
+        target.unlink(missing_ok=True)
+    else:
+        partial = index_dir / f".{FAISS_FILE}.part"
+        _write_faiss(index_dir, settings, progress, partial)
+        os.replace(partial, target)
+    manifest.update(faiss=settings.as_manifest(), build_id=new_build_id(), updated=now())
+    write_manifest(index_dir, manifest)
+    return settings
+
+
+def _write_faiss(
+    target: Path, settings: IndexSettings, progress: bool, out: Path | None = None
+) -> None:
+    """Build ``index.faiss`` (or ``out``) from the embeddings in ``target`` (nothing for flat:
+    the flat index is the embeddings file itself), reading them in batches from the memory
+    map."""
     if settings.kind == "flat":
         return
     vectors = np.load(target / EMBEDDINGS_FILE, mmap_mode="r")
@@ -354,7 +386,7 @@ def _write_faiss(target: Path, settings: IndexSettings, progress: bool) -> None:
     batches = (vectors[start : start + ADD_BATCH] for start in range(0, count, ADD_BATCH))
     with _FaissProgress(progress, settings.kind, count) as report:
         index = faiss_index.build(settings, count, dim, sample, batches, report)
-    faiss_index.write(index, target / FAISS_FILE)
+    faiss_index.write(index, out or target / FAISS_FILE)
 
 
 class _FaissProgress:

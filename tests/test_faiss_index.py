@@ -30,6 +30,7 @@ from noterag.retrievers.dense import (
     DenseRetriever,
     attach_faiss_index,
     build_dense_index,
+    reindex_dense,
 )
 from noterag.retrievers.estimate import count_passages, estimate, load_measured
 from noterag.retrievers.faiss_index import IndexSettings, default_nlist, default_pq_m
@@ -179,6 +180,24 @@ def test_hnsw_agrees_with_exact_search(tmp_path: Path, corpus_rows: list) -> Non
         for row in corpus_rows[:40]
     )
     assert agree >= 39
+
+
+def test_reindex_builds_another_kind_from_the_kept_embeddings(
+    tmp_path: Path, corpus_rows: list, hashing_model: Hashing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = build(tmp_path, corpus_rows, "flat")
+    before = json.loads((out / "noterag-index.json").read_text())["build_id"]
+    # Re-indexing embeds nothing: a model that fails on use proves it.
+    monkeypatch.setattr(hashing_model, "embed_documents", None)
+    settings = reindex_dense(out, IndexSettings(kind="hnsw", hnsw_m=16), progress=False)
+    manifest = json.loads((out / "noterag-index.json").read_text())
+    assert settings.kind == "hnsw" and manifest["faiss"]["kind"] == "hnsw"
+    assert manifest["build_id"] != before and (out / "index.faiss").is_file()
+    assert not list(out.glob(".*part"))
+    docs = DenseRetriever(index_dir=str(out), k=1).invoke(corpus_rows[3]["text"])
+    assert docs[0].id == exact_top(corpus_rows, corpus_rows[3]["text"], 1)[0]
+    reindex_dense(out, "flat", progress=False)
+    assert not (out / "index.faiss").exists() and DenseIndex(out).kind == "flat"
 
 
 def test_auto_picks_flat_for_a_small_corpus_and_defaults_scale_with_it() -> None:
