@@ -379,6 +379,13 @@ def test_estimate_interpolates_and_extrapolates_the_measured_figures() -> None:
     far = estimate(21_000_000, "bm25", measured=MEASURED)
     assert (far.build_s, far.peak_gib, far.disk_gib) == (2100.0, 11.0, 10.5)
     assert far.basis.startswith("extrapolated")
+    # FAISS kinds: memory and disk from the layout, 96 + 8 bytes a 768-d vector for IVF-PQ
+    # (21M: 2.0 GiB of codes and ids, plus one 192 MB add batch); disk adds the embeddings.
+    ivfpq = {"ivfpq": [{"passages": 50_000, "build_s": 10.0, "peak_gib": 0.6, "disk_gib": 0.01}]}
+    big = estimate(21_015_324, "ivfpq", measured=ivfpq)
+    assert big.build_s == pytest.approx(10.0 * 21_015_324 / 50_000)
+    assert big.peak_gib == pytest.approx((21_015_324 * 104 + 65_536 * 3072) / 2**30)
+    assert big.disk_gib == pytest.approx(21_015_324 * (3072 + 104) / 2**30)
     with pytest.raises(ConfigError, match="no measured figures for 'hnsw'"):
         estimate(10, "hnsw", measured=MEASURED)
     with pytest.raises(ConfigError, match="unknown index kind"):
