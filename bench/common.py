@@ -68,3 +68,21 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str
     )
     for r in cells:
         print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+
+
+MEASURED = Path(__file__).resolve().parents[1] / "noterag" / "data" / "scale_measured.json"
+
+
+def publish_estimates(kind: str, rows: Sequence[dict[str, Any]]) -> Path:
+    """Record measured build costs (``passages``, ``build_s``, ``peak_gib``, ``disk_gib``) for
+    ``noterag index --dry-run`` (noterag/data/scale_measured.json, shipped in the package);
+    a size measured again replaces its old row."""
+    data = json.loads(MEASURED.read_text()) if MEASURED.is_file() else {}
+    merged = {r["passages"]: r for r in data.get(kind, [])}
+    for row in rows:
+        merged[row["passages"]] = {
+            key: row[key] for key in ("passages", "build_s", "peak_gib", "disk_gib")
+        }
+    data[kind] = [merged[n] for n in sorted(merged)]
+    MEASURED.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return MEASURED

@@ -114,8 +114,10 @@ def index_dir(tmp_path: Path, fake_model: BagOfWords) -> Path:
 
 def test_index_layout_on_disk(index_dir: Path) -> None:
     manifest = json.loads((index_dir / "noterag-index.json").read_text())
-    assert manifest["kind"] == "dense" and manifest["format_version"] == 1
+    assert manifest["kind"] == "dense" and manifest["format_version"] == 2
     assert (manifest["model"], manifest["dim"], manifest["count"]) == (FAKE_MODEL, 256, 8)
+    # A small corpus gets the exact (flat) index: the embeddings file itself, no index.faiss.
+    assert manifest["faiss"]["kind"] == "flat" and not (index_dir / "index.faiss").exists()
     assert manifest["passage_template"] == "{title}\n{text}"
 
     vectors = np.load(index_dir / "embeddings.npy", mmap_mode="r")

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
 from rich.text import Text
 
 from noterag.cli.errors import user_errors
@@ -59,6 +60,47 @@ def index_command(
     batch_size: Annotated[
         int, typer.Option("--batch-size", min=1, help="With --dense: passages embedded per batch.")
     ] = 64,
+    dense_index: Annotated[
+        str,
+        typer.Option(
+            "--dense-index",
+            help="With --dense: the FAISS index: flat (exact), ivfpq (compressed, for millions), "
+            "hnsw (fast, all vectors in RAM) or auto (flat below 1M passages, else ivfpq).",
+        ),
+    ] = "auto",
+    faiss_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--faiss",
+            help="Use this prebuilt FAISS index (FlashRAG's e5_Flat.index, ...) over CORPUS, "
+            "whose lines are its rows, as is: nothing is embedded. Needs --embedding-model.",
+            show_default=False,
+        ),
+    ] = None,
+    query_prefix: Annotated[
+        str,
+        typer.Option(
+            "--query-prefix",
+            help="With --faiss: text put before every query (e5 models: 'query: ').",
+        ),
+    ] = "",
+    memory_mb: Annotated[
+        int,
+        typer.Option(
+            "--memory-mb",
+            min=16,
+            help="BM25: the indexer's memory budget in MB (segments are flushed to disk when "
+            "it fills; more means fewer merges).",
+        ),
+    ] = 1024,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Only say what the build will cost (time, peak memory, disk), from the "
+            "figures measured at scale; build nothing.",
+        ),
+    ] = False,
     es: Annotated[
         str | None,
         typer.Option(
@@ -128,6 +170,9 @@ def index_command(
                 f"({es_stats.count:,} in the index)"
             )
             return
+        if dry_run:
+            _print_estimate(console, corpus, dense_index if dense else "bm25")
+            return
         if out is None:
             raise ConfigError("--out DIR is required (or --es URL --index NAME)")
         # The builders themselves refuse directories that hold no noterag index (whatever
@@ -140,6 +185,16 @@ def index_command(
         stats: BuildStats | DenseBuildStats
         if dense and style is not None:
             raise ConfigError("--style lays out a BM25 or Elasticsearch index, not a --dense one")
+        if faiss_file is not None:
+            from noterag.retrievers.dense import attach_faiss_index
+
+            if not embedding_model:
+                raise ConfigError("--faiss needs --embedding-model: the model that built the index")
+            count = attach_faiss_index(
+                faiss_file, corpus, out, model_name=embedding_model, query_prefix=query_prefix
+            )
+            console.print(f"attached {faiss_file} ({count:,} passages of {corpus}) as {out}")
+            return
         if dense:
             from noterag.retrievers.dense import DEFAULT_MODEL, build_dense_index
 
@@ -155,13 +210,19 @@ def index_command(
                 batch_size=batch_size,
                 progress=progress,
                 skip_bad_lines=skip_bad_lines,
+                index=dense_index,
             )
             rate = f", {stats.passages / max(stats.embed_seconds, 1e-9):.1f} passages/s"
         else:
             from noterag.retrievers import build_bm25_index
 
             stats = build_bm25_index(
-                corpus, out, progress=progress, skip_bad_lines=skip_bad_lines, style=style
+                corpus,
+                out,
+                progress=progress,
+                skip_bad_lines=skip_bad_lines,
+                heap_mb=memory_mb,
+                style=style,
             )
         summary = Text("indexed ")
         summary.append(f"{stats.passages:,}", style="bold")
@@ -183,3 +244,26 @@ def _skipped_lines(count: int, examples: list[tuple[int, str]]) -> str:
     shown = [str(line) for line, _ in examples[:5]]
     more = f" and {count - len(shown):,} more" if count > len(shown) else ""
     return f"{plural(count, 'line')} {', '.join(shown)}{more}"
+
+
+def _print_estimate(console: Console, corpus: Path, kind: str) -> None:
+    """``--dry-run``: the expected build time, peak memory and disk for this corpus."""
+    from noterag.retrievers.estimate import count_passages, estimate
+
+    try:
+        passages, approximate = count_passages(corpus)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the corpus {corpus}: {exc.strerror or exc}") from None
+    if kind == "auto":
+        from noterag.retrievers.faiss_index import AUTO_FLAT_MAX
+
+        kind = "flat" if passages < AUTO_FLAT_MAX else "ivfpq"
+    guess = estimate(passages, kind)
+    about = "about " if approximate else ""
+    dense_note = " plus embedding time (the model's rate)" if kind != "bm25" else ""
+    console.print(
+        f"{kind} index of {about}{passages:,} passages: build about {guess.build_s / 60:.0f} "
+        f"min{dense_note}, peak memory about {guess.peak_gib:.1f} GiB, disk about "
+        f"{guess.disk_gib:.1f} GiB ({guess.basis} passages, on 2 CPU cores)",
+        markup=False,
+    )

@@ -1,0 +1,117 @@
+"""What building an index will cost, before building it: from the figures measured at scale.
+
+``estimate(passages, kind)`` interpolates (linearly, between the two nearest measured sizes;
+beyond the largest, along the line through the two largest) build time, peak memory and disk
+from ``noterag/data/scale_measured.json``, which ``bench/scale_bm25.py`` and
+``bench/scale_dense.py`` write from their runs (a 2-core, 24 GB machine: other machines scale
+the times, not the memory or disk). Dense kinds exclude embedding time (the model's rate,
+``bench/dense_build.py``), which dominates on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from noterag.errors import ConfigError
+
+MEASURED = Path(__file__).resolve().parents[1] / "noterag" / "data" / "scale_measured.json"
+KINDS = ("bm25", "flat", "ivfpq", "hnsw")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    kind: str
+    passages: int
+    build_s: float
+    peak_gib: float
+    disk_gib: float
+    basis: str  # the measured sizes it comes from, and whether it extrapolates
+
+
+def measured_path() -> Path:
+    # Installed, the data file sits in the package; in a checkout, next to retrievers/.
+    packaged = Path(__file__).resolve().parent.parent / "data" / "scale_measured.json"
+    return packaged if packaged.is_file() else MEASURED
+
+
+def load_measured(path: str | os.PathLike[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    target = Path(path) if path else measured_path()
+    try:
+        data = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"no measured scale figures at {target} ({exc})") from None
+    return {kind: sorted(rows, key=lambda r: r["passages"]) for kind, rows in data.items()}
+
+
+def estimate(
+    passages: int,
+    kind: str,
+    *,
+    measured: dict[str, list[dict[str, Any]]] | None = None,
+    dim: int = 768,
+) -> Estimate:
+    """Expected build seconds, peak memory (GiB) and disk (GiB) for ``passages`` of ``kind``.
+
+    BM25 figures come from the measured rows. For the FAISS kinds the time does too, while
+    memory and disk follow from the index layout at ``dim`` (a small measured index is
+    dominated by fixed costs, which do not scale): see ``dense_sizes``."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown index kind {kind!r} (known: {', '.join(KINDS)})")
+    if passages < 1:
+        raise ConfigError(f"the number of passages must be at least 1, got {passages}")
+    rows = (measured if measured is not None else load_measured()).get(kind) or []
+    if not rows:
+        raise ConfigError(f"no measured figures for {kind!r} indexes yet (run bench/scale_*.py)")
+    if len(rows) == 1:
+        only = rows[0]
+        scale = passages / only["passages"]
+        values = {key: only[key] * scale for key in ("build_s", "peak_gib", "disk_gib")}
+        basis = f"proportional to the one measured size ({only['passages']:,})"
+    else:
+        # The segment holding ``passages``; beyond either end, the nearest one (extended).
+        i = sum(1 for r in rows if r["passages"] <= passages) - 1
+        lo, hi = rows[min(max(i, 0), len(rows) - 2)], rows[min(max(i, 0), len(rows) - 2) + 1]
+        t = (passages - lo["passages"]) / (hi["passages"] - lo["passages"])
+        values = {
+            key: max(0.0, lo[key] + t * (hi[key] - lo[key]))
+            for key in ("build_s", "peak_gib", "disk_gib")
+        }
+        where = "extrapolated from" if passages > rows[-1]["passages"] else "between"
+        basis = f"{where} measured {lo['passages']:,} and {hi['passages']:,}"
+    if kind != "bm25":
+        values["peak_gib"], values["disk_gib"] = dense_sizes(passages, kind, dim)
+        basis += f"; memory and disk from the {kind} layout at {dim}-d"
+    return Estimate(kind=kind, passages=passages, basis=basis, **values)
+
+
+def dense_sizes(passages: int, kind: str, dim: int) -> tuple[float, float]:
+    """(build memory, disk) in GiB of a FAISS index of ``kind`` with the default settings:
+    the embeddings file is on disk for every kind; flat searches it in place (its memory is
+    one add batch); IVF-PQ holds its codes and ids (pq_m + 8 bytes a vector) while built;
+    HNSW holds every vector plus 2 x M neighbour ids a vector at level 0."""
+    from .faiss_index import ADD_BATCH, IndexSettings, default_pq_m
+
+    embeddings = passages * dim * 4
+    batch = min(passages, ADD_BATCH) * dim * 4
+    if kind == "flat":
+        return batch / 2**30, embeddings / 2**30
+    if kind == "ivfpq":
+        index = passages * (default_pq_m(dim) + 8)
+        return (index + batch) / 2**30, (embeddings + index) / 2**30
+    index = passages * (dim * 4 + 2 * IndexSettings().hnsw_m * 4)
+    return index / 2**30, (embeddings + index) / 2**30
+
+
+def count_passages(corpus: Path, sample_lines: int = 10_000) -> tuple[int, bool]:
+    """The corpus's passage count: exact when it is small, else from its size and the mean
+    length of its first lines (second value: True when estimated)."""
+    size = corpus.stat().st_size
+    with corpus.open("rb") as lines:
+        head = [len(line) for _, line in zip(range(sample_lines), lines)]
+    if len(head) < sample_lines:
+        return len(head), False
+    return round(size / (sum(head) / len(head))), True

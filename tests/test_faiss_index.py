@@ -1,0 +1,416 @@
+"""Dense search through FAISS: each index kind, prebuilt indexes (FlashRAG, Pyserini-style
+corpora), old index directories, the build-cost estimate, and bad inputs (one clear error).
+
+Embeddings come from a hashing bag-of-words model (exact, instant, no torch), over a corpus of
+seeded random word passages large enough to train IVF-PQ.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy", reason="numpy comes with the dense extra")
+faiss = pytest.importorskip("faiss", reason="faiss-cpu comes with the dense extra")
+
+from langchain_core.embeddings import Embeddings
+from typer.testing import CliRunner
+
+from noterag.cli import app
+from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+from noterag.retrievers import dense, load_retriever
+from noterag.retrievers.dense import (
+    DenseIndex,
+    DenseRetriever,
+    attach_faiss_index,
+    build_dense_index,
+    reindex_dense,
+)
+from noterag.retrievers.estimate import count_passages, estimate, load_measured
+from noterag.retrievers.faiss_index import IndexSettings, default_nlist, default_pq_m
+
+MODEL = "hashing-test-model"
+DIM = 64
+WORDS = [f"w{i}" for i in range(300)]
+
+
+class Hashing(Embeddings):
+    """Hashing bag-of-words vectors of ``dim`` dimensions."""
+
+    def __init__(self, dim: int = DIM) -> None:
+        self.dim = dim
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [0.0] * self.dim
+        for word in text.split():
+            vector[zlib.crc32(word.encode()) % self.dim] += 1.0
+        return vector
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+def passages(n: int, seed: int = 0) -> list[dict[str, str]]:
+    rng = random.Random(seed)
+    return [
+        {"id": f"p{i}", "title": f"T{i}", "text": " ".join(rng.choices(WORDS, k=12))}
+        for i in range(n)
+    ]
+
+
+def write_jsonl(path: Path, rows: list[dict[str, str]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_faiss_thread() -> Iterator[None]:
+    """FAISS's OpenMP threads spin while they wait: on a loaded machine, training on a
+    thousand vectors took minutes with two threads, a second with one."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def hashing_model(monkeypatch: pytest.MonkeyPatch) -> Hashing:
+    model = Hashing()
+    monkeypatch.setitem(dense._EMBEDDERS, MODEL, model)
+    return model
+
+
+@pytest.fixture(scope="module")
+def corpus_rows() -> list[dict[str, str]]:
+    return passages(1200)
+
+
+def build(tmp_path: Path, rows: list[dict[str, str]], index: IndexSettings | str) -> Path:
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", rows)
+    out = tmp_path / "idx"
+    build_dense_index(corpus, out, model_name=MODEL, progress=False, index=index)
+    return out
+
+
+def exact_scores(rows: list[dict[str, str]], query: str) -> np.ndarray:
+    model = Hashing()
+    matrix = np.array(
+        [model.embed_query(f"{r['title']}\n{r['text']}") for r in rows], dtype=np.float64
+    )
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    q = np.array(model.embed_query(query), dtype=np.float64)
+    return matrix @ (q / np.linalg.norm(q))
+
+
+def exact_top(rows: list[dict[str, str]], query: str, k: int) -> list[str]:
+    scores = exact_scores(rows, query)
+    order = sorted(range(len(rows)), key=lambda i: (-scores[i], i))
+    return [rows[i]["id"] for i in order[:k]]
+
+
+def assert_exact(docs: list, rows: list[dict[str, str]], query: str) -> None:
+    """The documents are an exact top-k: the k best scores (rows tied to float precision may
+    come in either order), each document carrying its own true score."""
+    scores = exact_scores(rows, query)
+    by_id = {r["id"]: i for i, r in enumerate(rows)}
+    best = sorted(scores, reverse=True)[: len(docs)]
+    assert [d.metadata["score"] for d in docs] == pytest.approx(best, abs=1e-5)
+    assert [scores[by_id[d.id]] for d in docs] == pytest.approx(best, abs=1e-5)
+
+
+# ----------------------------------------------------------------------------- each kind
+
+
+def test_flat_is_exact_and_keeps_no_second_copy(tmp_path: Path, corpus_rows: list) -> None:
+    out = build(tmp_path, corpus_rows, "flat")
+    assert not (out / "index.faiss").exists()
+    retriever = DenseRetriever(index_dir=str(out), k=5)
+    for row in corpus_rows[:20]:
+        assert_exact(retriever.invoke(row["text"]), corpus_rows, row["text"])
+
+
+def test_ivfpq_is_written_memory_mapped_and_finds_the_passage(
+    tmp_path: Path, corpus_rows: list
+) -> None:
+    settings = IndexSettings(kind="ivfpq", nlist=8, pq_m=16, nprobe=8)
+    out = build(tmp_path, corpus_rows, settings)
+    manifest = json.loads((out / "noterag-index.json").read_text())
+    assert manifest["faiss"] == {
+        "kind": "ivfpq",
+        "nlist": 8,
+        "pq_m": 16,
+        "nprobe": 8,
+        "hnsw_m": 32,
+        "ef_construction": 200,
+        "ef_search": 128,
+        "train_size": 1200,
+    }
+    index = DenseIndex(out)
+    ivf = faiss.extract_index_ivf(index._faiss)
+    assert (ivf.nlist, ivf.nprobe, index._faiss.ntotal) == (8, 8, 1200)
+    # The index is used in place from its file, not read into RAM.
+    assert index.mapped
+    retriever = DenseRetriever(index_dir=str(out), k=10)
+    found = 0
+    for row in corpus_rows[:50]:
+        # Compressed vectors: the passage itself is among the top 10 for its own text.
+        found += row["id"] in [d.id for d in retriever.invoke(f"{row['title']}\n{row['text']}")]
+    assert found >= 48
+    # nprobe overrides the manifest per retriever.
+    narrow = DenseRetriever(index_dir=str(out), nprobe=1)
+    narrow.load()
+    assert faiss.extract_index_ivf(narrow._index._faiss).nprobe == 1
+
+
+def test_hnsw_agrees_with_exact_search(tmp_path: Path, corpus_rows: list) -> None:
+    out = build(tmp_path, corpus_rows, IndexSettings(kind="hnsw", hnsw_m=16, ef_search=256))
+    assert (out / "index.faiss").is_file()
+    retriever = DenseRetriever(index_dir=str(out), k=5)
+    agree = sum(
+        [d.id for d in retriever.invoke(row["text"])][:1] == exact_top(corpus_rows, row["text"], 1)
+        for row in corpus_rows[:40]
+    )
+    assert agree >= 39
+
+
+def test_reindex_builds_another_kind_from_the_kept_embeddings(
+    tmp_path: Path, corpus_rows: list, hashing_model: Hashing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = build(tmp_path, corpus_rows, "flat")
+    before = json.loads((out / "noterag-index.json").read_text())["build_id"]
+    # Re-indexing embeds nothing: a model that fails on use proves it.
+    monkeypatch.setattr(hashing_model, "embed_documents", None)
+    settings = reindex_dense(out, IndexSettings(kind="hnsw", hnsw_m=16), progress=False)
+    manifest = json.loads((out / "noterag-index.json").read_text())
+    assert settings.kind == "hnsw" and manifest["faiss"]["kind"] == "hnsw"
+    assert manifest["build_id"] != before and (out / "index.faiss").is_file()
+    assert not list(out.glob(".*part"))
+    docs = DenseRetriever(index_dir=str(out), k=1).invoke(corpus_rows[3]["text"])
+    assert docs[0].id == exact_top(corpus_rows, corpus_rows[3]["text"], 1)[0]
+    reindex_dense(out, "flat", progress=False)
+    assert not (out / "index.faiss").exists() and DenseIndex(out).kind == "flat"
+
+
+def test_auto_picks_flat_for_a_small_corpus_and_defaults_scale_with_it() -> None:
+    assert IndexSettings().resolved(999_999, 768).kind == "flat"
+    big = IndexSettings().resolved(21_015_324, 768)
+    assert (big.kind, big.nlist, big.pq_m, big.nprobe) == ("ivfpq", 16384, 96, 64)
+    assert default_nlist(1_000_000) == 4096 and default_pq_m(384) == 48 and default_pq_m(100) == 10
+
+
+def test_a_format_1_numpy_index_still_opens_as_flat(tmp_path: Path, corpus_rows: list) -> None:
+    out = build(tmp_path, corpus_rows[:50], "flat")
+    manifest_path = out / "noterag-index.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["faiss"]
+    manifest["format_version"] = 1
+    manifest_path.write_text(json.dumps(manifest))
+    retriever = load_retriever(f"dense:{out}", k=3)
+    assert_exact(retriever.invoke(corpus_rows[7]["text"]), corpus_rows[:50], corpus_rows[7]["text"])
+
+
+# ----------------------------------------------------------------------------- bad inputs
+
+
+def test_settings_are_checked_before_anything_loads(tmp_path: Path) -> None:
+    corpus = write_jsonl(tmp_path / "c.jsonl", passages(10))
+    with pytest.raises(ConfigError, match="unknown dense index kind 'ivf'"):
+        build_dense_index(corpus, tmp_path / "x", model_name="no/such-model", index="ivf")
+    with pytest.raises(ConfigError, match="nprobe must be at least 1"):
+        build_dense_index(corpus, tmp_path / "x", index=IndexSettings(nprobe=0))
+    with pytest.raises(
+        ConfigError,
+        match="ivfpq with nlist=16 needs at least 624 vectors to train; the corpus has 10",
+    ):
+        build_dense_index(corpus, tmp_path / "x", model_name=MODEL, progress=False, index="ivfpq")
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_truncated_faiss_file_is_one_clear_error(tmp_path: Path, corpus_rows: list) -> None:
+    out = build(tmp_path, corpus_rows, IndexSettings(kind="hnsw", hnsw_m=8))
+    path = out / "index.faiss"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(IndexNotFoundError) as caught:
+        load_retriever(f"dense:{out}")
+    message = str(caught.value)
+    assert "index.faiss" in message and "rebuild" in message and "\n" not in message
+
+
+def test_an_index_that_does_not_match_its_manifest_is_refused(
+    tmp_path: Path, corpus_rows: list
+) -> None:
+    out = build(tmp_path, corpus_rows, IndexSettings(kind="hnsw", hnsw_m=8))
+    other = faiss.IndexHNSWFlat(DIM, 8, faiss.METRIC_INNER_PRODUCT)
+    other.add(np.eye(DIM, dtype=np.float32))
+    faiss.write_index(other, str(out / "index.faiss"))
+    with pytest.raises(IndexNotFoundError, match="holds 64 vectors .* do not belong together"):
+        DenseIndex(out)
+
+
+# ----------------------------------------------------------------------------- prebuilt
+
+
+def flashrag_files(tmp_path: Path, rows: list[dict[str, str]], dim: int = DIM) -> tuple[Path, Path]:
+    """An ``e5_Flat.index``-style FAISS file and a FlashRAG ``{id, contents}`` corpus whose
+    contents are ``"\\"Title\\"\\ntext"``, as FlashRAG's wiki dumps are."""
+    corpus = tmp_path / "wiki18_100w.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": str(i), "contents": f'"{r["title"]}"\n{r["text"]}'}) + "\n"
+            for i, r in enumerate(rows)
+        ),
+        encoding="utf-8",
+    )
+    model = Hashing(dim)
+    vectors = np.array([model.embed_query("passage: " + r["text"]) for r in rows], dtype=np.float32)
+    faiss.normalize_L2(vectors)
+    index = faiss.IndexFlatIP(dim)
+    index.add(vectors)
+    path = tmp_path / "e5_Flat.index"
+    faiss.write_index(index, str(path))
+    return path, corpus
+
+
+def test_flashrag_prebuilt_index_opens_without_rebuilding(tmp_path: Path) -> None:
+    rows = passages(30, seed=3)
+    index_file, corpus = flashrag_files(tmp_path, rows)
+    out = tmp_path / "attached"
+    assert attach_faiss_index(index_file, corpus, out, model_name=MODEL, query_prefix="q: ") == 30
+    # Nothing copied: the directory points at the files where they are.
+    assert sorted(p.name for p in out.iterdir()) == ["noterag-index.json", "offsets.npy"]
+    retriever = load_retriever(str(out), k=3)
+    top = retriever.invoke(rows[12]["text"])[0]
+    assert (top.id, top.metadata["title"], top.page_content) == (
+        "12",
+        rows[12]["title"],
+        rows[12]["text"],
+    )
+    assert retriever._index.query_prefix == "q: "
+
+
+def test_a_pyserini_style_corpus_with_title_newline_text(tmp_path: Path) -> None:
+    rows = passages(20, seed=4)
+    index_file, _ = flashrag_files(tmp_path, rows)
+    corpus = tmp_path / "pyserini.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": f"doc{i}", "contents": f"{r['title']}\n{r['text']}"}) + "\n"
+            for i, r in enumerate(rows)
+        )
+    )
+    out = tmp_path / "attached"
+    attach_faiss_index(index_file, corpus, out, model_name=MODEL)
+    doc = DenseRetriever(index_dir=str(out), k=1).invoke(rows[5]["text"])[0]
+    assert (doc.id, doc.metadata["title"], doc.page_content) == (
+        "doc5",
+        rows[5]["title"],
+        rows[5]["text"],
+    )
+
+
+def test_a_corpus_that_does_not_match_its_index_is_refused(tmp_path: Path) -> None:
+    rows = passages(20, seed=5)
+    index_file, corpus = flashrag_files(tmp_path, rows)
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(corpus.read_text().splitlines(keepends=True)[:19]))
+    with pytest.raises(NoteragError, match="has 19 passages but e5_Flat.index holds 20 vectors"):
+        attach_faiss_index(index_file, short, tmp_path / "a", model_name=MODEL)
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text(corpus.read_text().replace("\n", "\n\n", 1))
+    with pytest.raises(NoteragError, match="line 2 is blank"):
+        attach_faiss_index(index_file, blank, tmp_path / "a", model_name=MODEL)
+    not_faiss = tmp_path / "x.index"
+    not_faiss.write_bytes(b"IxFI" + b"\0" * 40)
+    with pytest.raises(NoteragError, match="not a readable FAISS index"):
+        attach_faiss_index(not_faiss, corpus, tmp_path / "a", model_name=MODEL)
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_query_model_of_another_dimension_is_one_error(tmp_path: Path) -> None:
+    rows = passages(10, seed=6)
+    index_file, corpus = flashrag_files(tmp_path, rows, dim=32)
+    out = tmp_path / "attached"
+    attach_faiss_index(index_file, corpus, out, model_name=MODEL)
+    with pytest.raises(NoteragError, match="gives 64-dim vectors but .* holds 32-dim ones"):
+        DenseRetriever(index_dir=str(out)).invoke("w1 w2")
+
+
+def test_cli_attaches_a_prebuilt_index(tmp_path: Path) -> None:
+    rows = passages(10, seed=7)
+    index_file, corpus = flashrag_files(tmp_path, rows)
+    out = tmp_path / "attached"
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["index", str(corpus), "--faiss", str(index_file), "--out", str(out)]
+    )
+    assert result.exit_code == 1 and "--faiss needs --embedding-model" in result.stderr
+    result = runner.invoke(
+        app,
+        ["index", str(corpus), "--faiss", str(index_file), "--out", str(out),
+         "--embedding-model", MODEL],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert DenseIndex(out).num_passages == 10
+
+
+# ----------------------------------------------------------------------------- estimate
+
+MEASURED = {
+    "bm25": [
+        {"passages": 1_000_000, "build_s": 100.0, "peak_gib": 1.0, "disk_gib": 0.5},
+        {"passages": 5_000_000, "build_s": 500.0, "peak_gib": 3.0, "disk_gib": 2.5},
+    ]
+}
+
+
+def test_estimate_interpolates_and_extrapolates_the_measured_figures() -> None:
+    middle = estimate(3_000_000, "bm25", measured=MEASURED)
+    assert (middle.build_s, middle.peak_gib, middle.disk_gib) == (300.0, 2.0, 1.5)
+    assert middle.basis == "between measured 1,000,000 and 5,000,000"
+    far = estimate(21_000_000, "bm25", measured=MEASURED)
+    assert (far.build_s, far.peak_gib, far.disk_gib) == (2100.0, 11.0, 10.5)
+    assert far.basis.startswith("extrapolated")
+    # FAISS kinds: memory and disk from the layout, 96 + 8 bytes a 768-d vector for IVF-PQ
+    # (21M: 2.0 GiB of codes and ids, plus one 192 MB add batch); disk adds the embeddings.
+    ivfpq = {"ivfpq": [{"passages": 50_000, "build_s": 10.0, "peak_gib": 0.6, "disk_gib": 0.01}]}
+    big = estimate(21_015_324, "ivfpq", measured=ivfpq)
+    assert big.build_s == pytest.approx(10.0 * 21_015_324 / 50_000)
+    assert big.peak_gib == pytest.approx((21_015_324 * 104 + 65_536 * 3072) / 2**30)
+    assert big.disk_gib == pytest.approx(21_015_324 * (3072 + 104) / 2**30)
+    with pytest.raises(ConfigError, match="no measured figures for 'hnsw'"):
+        estimate(10, "hnsw", measured=MEASURED)
+    with pytest.raises(ConfigError, match="unknown index kind"):
+        estimate(10, "lucene", measured=MEASURED)
+
+
+def test_the_shipped_figures_give_an_estimate_for_each_measured_kind() -> None:
+    measured = load_measured()
+    assert {"bm25", "flat", "ivfpq"} <= set(measured)
+    for kind, rows in measured.items():
+        guess = estimate(21_015_324, kind)
+        largest = rows[-1]
+        # Beyond the largest measured size, no figure shrinks.
+        assert guess.build_s >= largest["build_s"] * 0.99 and guess.disk_gib >= largest["disk_gib"]
+        assert guess.peak_gib > 0
+
+
+def test_dry_run_states_the_cost_and_builds_nothing(tmp_path: Path) -> None:
+    corpus = write_jsonl(tmp_path / "c.jsonl", passages(50))
+    assert count_passages(corpus) == (50, False)
+    result = CliRunner().invoke(
+        app, ["index", str(corpus), "--dry-run", "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert re.match(
+        r"bm25 index of 50 passages: build about \d+ min, peak memory about", result.stderr
+    )
+    assert not (tmp_path / "o").exists()
