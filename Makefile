@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev,local,es,dense,align]'
+	$(PY) -m pip install --quiet -e '.[dev,local,es,dense,align,postgres]'
 	touch $@
 
 install: $(VENV)/.installed

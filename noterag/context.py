@@ -17,6 +17,7 @@ from noterag.errors import ConfigError
 
 TASKS = ("multihop", "asqa", "strategyqa", "crud")
 PROFILES = ("paper", "official")
+HUMAN_REVIEWS = ("none", "note", "answer", "both")
 
 # A passage longer than this many characters is cut in prompts (``max_passage_chars``): about
 # 2,500 tokens, several times a Wikipedia paragraph, so that a whole article (or a 15 MB line)
@@ -84,6 +85,14 @@ class RunContext:
         },
     )
 
+    human_review: Literal["none", "note", "answer", "both"] = _field(
+        "none",
+        "Human in the loop: pause (LangGraph interrupt) for a person to review the note before "
+        "the answer (note; the note methods), the final answer (answer), or both; resume with "
+        "an Agent Chat UI response (accept, edit, response: a query to retrieve more with, "
+        "ignore). Needs a checkpointer. docs/embedding.md.",
+    )
+
     def __post_init__(self) -> None:
         # The command line's flags and -c pairs, the Python API and the server all end here,
         # so a value is refused alike however it is given.
@@ -105,6 +114,10 @@ class RunContext:
             raise ConfigError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
         if self.profile not in PROFILES:
             raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}")
+        if self.human_review not in HUMAN_REVIEWS:
+            raise ConfigError(
+                f"human_review must be one of {', '.join(HUMAN_REVIEWS)}, not {self.human_review!r}"
+            )
         if self.prompts is not None and not (
             isinstance(self.prompts, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in self.prompts.items())

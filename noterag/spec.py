@@ -21,6 +21,7 @@ from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable
 from langgraph.graph import START, StateGraph
 
 from noterag.context import RunContext
@@ -43,12 +44,50 @@ def copy_chat_model(model: Any, **update: Any) -> Any:
     return copy
 
 
+def quiet_model(model: Any) -> Any:
+    """``model`` with every chat model inside it set to ``disable_streaming=True``: the chat
+    model itself, or through the wrappers LangChain builds around one (``with_retry``,
+    ``bind``, ``with_config``: a ``RunnableBinding``; ``with_fallbacks``;
+    ``configurable_fields`` / ``configurable_alternatives``). Any other Runnable is kept."""
+    from langchain_core.runnables import RunnableBinding, RunnableWithFallbacks
+    from langchain_core.runnables.configurable import (
+        RunnableConfigurableAlternatives,
+        RunnableConfigurableFields,
+    )
+
+    if isinstance(model, BaseChatModel):
+        return copy_chat_model(model, disable_streaming=True)
+    if isinstance(model, RunnableBinding):
+        return model.model_copy(update={"bound": quiet_model(model.bound)})
+    if isinstance(model, RunnableWithFallbacks):
+        return model.model_copy(
+            update={
+                "runnable": quiet_model(model.runnable),
+                "fallbacks": [quiet_model(f) for f in model.fallbacks],
+            }
+        )
+    if isinstance(model, RunnableConfigurableAlternatives):
+        return model.model_copy(
+            update={
+                "default": quiet_model(model.default),
+                "alternatives": {
+                    key: quiet_model(alt) if isinstance(alt, Runnable) else alt
+                    for key, alt in model.alternatives.items()
+                },
+            }
+        )
+    if isinstance(model, RunnableConfigurableFields):
+        return model.model_copy(update={"default": quiet_model(model.default)})
+    return model
+
+
 @dataclass(frozen=True)
 class Deps:
     """What a method's graph is built with: bound once, when the graph is built."""
 
     method: str
-    models: Mapping[str, BaseChatModel]  # role -> model; "default" for every other role
+    # role -> chat model (or a Runnable wrapping one); "default" for every other role
+    models: Mapping[str, Any]
     retriever: BaseRetriever
     prompts: Mapping[str, Any]  # profile name -> the method's prompt set
     context_schema: type[RunContext]
@@ -62,7 +101,7 @@ class Deps:
     stage_roles: Mapping[str, str] = field(default_factory=dict)
     # the method's state schema: how a step's update merges (noterag.state.after_update)
     state_schema: type = dict
-    _quiet: dict[str, BaseChatModel] = field(default_factory=dict, repr=False, compare=False)
+    _quiet: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def profile(self, ctx: Any, state: Mapping[str, Any]) -> Profile:
         """This run's profile strategies: the context's profile for this method, the run's task
@@ -77,7 +116,7 @@ class Deps:
             dense=self.dense,
         )
 
-    def model_for(self, stage: str, *, stream: bool = False) -> BaseChatModel:
+    def model_for(self, stage: str, *, stream: bool = False) -> Any:
         """The stage's model. Internal calls get a copy that never streams: under
         ``stream_mode="messages"`` LangGraph would otherwise make every call stream, and the
         streamed replies of many endpoints carry no token usage."""
@@ -86,7 +125,7 @@ class Deps:
         if stream:
             return model
         if role not in self._quiet:
-            self._quiet[role] = copy_chat_model(model, disable_streaming=True)
+            self._quiet[role] = quiet_model(model)
         return self._quiet[role]
 
 
@@ -179,9 +218,16 @@ class MethodSpec:
         retriever: Any = None,
         *,
         prompts: Mapping[str, Any] | None = None,
+        checkpointer: Any = None,
+        store: Any = None,
+        cache: Any = None,
         **role_models: Any,
     ) -> Any:
-        """The compiled graph: the question step, then the method's own wiring."""
+        """The compiled graph: the question step, then the method's own wiring, then what
+        every method shares: each deciding step's route (a conditional edge, see
+        ``nodes.stops.Decision``) and the answer's human review. ``checkpointer``, ``store``
+        and ``cache`` are LangGraph's (``InMemorySaver()``, ``SqliteSaver``, ``PostgresSaver``;
+        ``InMemoryStore()``; ``InMemoryCache()``), given to ``compile``; None: none."""
         from noterag.nodes.question import question_step
 
         deps = self.bind(model, retriever, prompts=prompts, **role_models)
@@ -191,19 +237,62 @@ class MethodSpec:
             input_schema=QuestionInput,
             output_schema=self.output,
         )
-        graph.add_node("question", cast(Any, question_step(self.state)))
+        graph.add_node("question", cast(Any, question_step(self.state, deps)))
         graph.add_edge(START, "question")
         self.wire(graph, deps)
-        return graph.compile(name=self.name)
+        wire_decisions(graph)
+        wire_answer_review(graph, deps)
+        return graph.compile(name=self.name, checkpointer=checkpointer, store=store, cache=cache)
+
+
+def wire_decisions(graph: StateGraph[Any, Any, Any, Any]) -> None:
+    """The route of every step that decides (``nodes.stops.Decision``), as a conditional edge
+    from it: LangGraph re-runs a node's edges when ``update_state`` writes as that node."""
+    from noterag.nodes.step import decision_of
+
+    for name, node_spec in list(graph.nodes.items()):
+        decision = decision_of(node_spec.runnable)
+        if decision is not None:
+            graph.add_conditional_edges(name, decision.edge(), list(decision.destinations))
+
+
+def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
+    """A method that ends with ``answer`` gets the answer's human review after it
+    (``nodes.human.review_answer``), reached when the run's ``human_review`` asks for it and
+    an answer was written (a review's ``response`` goes back to ``answer`` instead)."""
+    from langgraph.graph import END
+
+    from noterag.nodes.human import review_answer, reviews
+    from noterag.nodes.step import node, run_context
+
+    if ("answer", END) not in graph.edges:
+        return
+    graph.edges.discard(("answer", END))
+
+    def after_answer(state: Mapping[str, Any], runtime: Any) -> str:
+        ctx = run_context(deps.context_schema, runtime.context)
+        reviewing = state.get("answer") is not None and reviews(ctx, "answer")
+        return "review_answer" if reviewing else END
+
+    graph.add_node("review_answer", cast(Any, node(review_answer, deps)))
+    # a plain function: LangGraph gives an edge's path the runtime (nodes.step.StepRunnable)
+    graph.add_conditional_edges("answer", after_answer, ["review_answer", END])
+    graph.add_edge("review_answer", END)
 
 
 def resolve_retriever(retriever: Any) -> BaseRetriever:
-    """A BaseRetriever as given, a spec ("bm25:<dir>"), or None: NOTERAG_INDEX, else the bundled
-    sample corpus."""
+    """A BaseRetriever as given, any other Runnable from a query to documents (a
+    ``RunnableLambda``, ``retriever | RunnableLambda(...)``) as a retriever
+    (``noterag.retrievers.RunnableRetriever``), a spec ("bm25:<dir>"), or None: NOTERAG_INDEX,
+    else the bundled sample corpus."""
     import os
 
     if isinstance(retriever, BaseRetriever):
         return retriever
+    if isinstance(retriever, Runnable) or callable(retriever):
+        from noterag.retrievers.runnable import RunnableRetriever
+
+        return RunnableRetriever.of(retriever)
     from noterag.retrievers import load_retriever
 
     if retriever is None:
