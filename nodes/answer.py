@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
 from noterag.nodes.human import review_note, reviews
-from noterag.nodes.step import Ask, Env, StepGen, reply_text
+from noterag.nodes.step import Ask, Env, RoutingStepGen, reply_text
 
 # What each answer-prompt slot is filled with; a prompt uses the slots it declares (the note
 # methods: the best note only; ReSP: its memory queues; vanilla RAG: the passages).
@@ -21,7 +21,7 @@ _SLOTS: dict[str, Callable[[dict[str, Any], Env], str]] = {
 }
 
 
-def answer(state: dict[str, Any], env: Env) -> StepGen:
+def answer(state: dict[str, Any], env: Env) -> RoutingStepGen:
     """Answer the question with the task's prompt, from what that prompt reads (the best note,
     the memory, the passages or the question alone). This is the one call whose tokens stream
     to ``stream_mode="messages"``. The answer is also appended to ``messages`` as an AI message

@@ -32,7 +32,7 @@ from langgraph.types import Command, interrupt
 
 from noterag.errors import ConfigError
 from noterag.nodes.notes import updated_note
-from noterag.nodes.step import Env, Search, StepGen
+from noterag.nodes.step import Env, RoutingStepGen, Search
 
 RESPONSE_TYPES = ("accept", "edit", "response", "ignore")
 
@@ -112,7 +112,7 @@ def human_response(resume: Any, field: str) -> tuple[str, Any]:
     return kind, None
 
 
-def review_note(state: dict[str, Any], env: Env, goto: str) -> StepGen:
+def review_note(state: dict[str, Any], env: Env, goto: str) -> RoutingStepGen:
     """The note review before the answer: pause with the note, the passages and the verdict
     history; returns the state the answer reads (the note as reviewed) and the update to keep,
     or a ``Command`` back to ``goto`` after a response's retrieval."""
@@ -140,7 +140,7 @@ def review_note(state: dict[str, Any], env: Env, goto: str) -> StepGen:
     return {}
 
 
-def retrieve_more(state: dict[str, Any], env: Env, query: str, goto: str) -> StepGen:
+def retrieve_more(state: dict[str, Any], env: Env, query: str, goto: str) -> RoutingStepGen:
     """A person's query: its passages, the note updated from them (taken as the best note: the
     person asked for them), then back to ``goto`` for the next review."""
     if not can_retrieve_more(env):
@@ -162,7 +162,7 @@ def retrieve_more(state: dict[str, Any], env: Env, query: str, goto: str) -> Ste
     )
 
 
-def review_answer(state: dict[str, Any], env: Env) -> StepGen:
+def review_answer(state: dict[str, Any], env: Env) -> RoutingStepGen:
     """The final answer's review (a step after ``answer`` when ``human_review`` is answer or
     both; a no-op otherwise)."""
     if not reviews(env.ctx, "answer") or state.get("answer") is None:

@@ -21,7 +21,7 @@ from noterag.context import check_question_size
 from noterag.errors import ConfigError
 from noterag.nodes.step import Ask, Env, StepGen, node, reply_text
 from noterag.prompts.conversation import CONDENSE, ROLE_PREFIX
-from noterag.spec import Deps
+from noterag.spec import CONDENSE_ROLE, Deps
 from noterag.state import QuestionInput
 
 # What a caller sends: all that a fresh run's state holds when this step runs.
@@ -60,7 +60,7 @@ def question_step(state_schema: type, deps: Deps) -> Runnable:
             return update
         asked = update["question"]
         reply = yield Ask(
-            "condense_question",
+            CONDENSE_ROLE,
             CONDENSE.format(chat_history=chat_history(history), question=asked),
         )
         standalone = reply.strip() or asked  # an empty rewrite keeps the question as asked

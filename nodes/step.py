@@ -69,6 +69,8 @@ class Search:
 
 Effect = Ask | Search
 StepGen = Generator[Effect | list[Effect], Any, dict[str, Any]]
+# a step that may also end with a Command (a human review going back to a step)
+RoutingStepGen = Generator[Effect | list[Effect], Any, Any]
 
 
 @dataclass(frozen=True)
@@ -259,7 +261,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
                 graph=update.graph,
                 goto=update.goto,
                 resume=update.resume,
-                update=with_cost(dict(update.update or {}), cost),  # type: ignore[arg-type]
+                update=with_cost(dict(update.update or {}), cost),
             )
         update = with_cost(update, cost)
         if then is None:
@@ -377,6 +379,7 @@ class StepRunnable(RunnableLambda):
 
     def __init__(self, func: Callable[..., Any], afunc: Callable[..., Any], *, name: str) -> None:
         super().__init__(func, afunc, name=name)
+        self._body, self._abody = func, afunc
         params = inspect.signature(func).parameters
         self._config, self._runtime = "config" in params, "runtime" in params
 
@@ -389,10 +392,10 @@ class StepRunnable(RunnableLambda):
         return kwargs
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return self.func(input, **self._kwargs(config))
+        return self._body(input, **self._kwargs(config))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return await self.afunc(input, **self._kwargs(config))
+        return await self._abody(input, **self._kwargs(config))
 
 
 def both_ways(func: Callable[..., Any], afunc: Callable[..., Any], *, name: str) -> Runnable:

@@ -30,6 +30,9 @@ from noterag.profiles import PAPER, Profile, get_profile
 from noterag.prompts.template import Prompt
 from noterag.state import QuestionInput
 
+# the model role of the follow-up rewrite every method's question step makes (nodes.question)
+CONDENSE_ROLE = "condense_question"
+
 # An event of stream_mode="custom" -> the line the CLI prints for it (None: print nothing)
 ProgressLine = Callable[[Mapping[str, Any]], Any]
 
@@ -186,7 +189,8 @@ class MethodSpec:
         if "official" in self.prompts and self.official_code is None:
             raise ConfigError(f"{self.name} has official prompts but names no official_code")
 
-        known = {f"{role}_model": role for role in self.roles}
+        # every method's question step may rewrite a follow-up (nodes.question): its own role
+        known = {f"{role}_model": role for role in (*self.roles, CONDENSE_ROLE)}
         unknown = sorted(set(role_models) - known.keys())
         if unknown:
             raise ConfigError(
