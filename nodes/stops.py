@@ -17,12 +17,19 @@ from typing import Any
 
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
 
 from noterag.nodes.step import deciding, on_loop, run_context
 from noterag.profiles import Profile
 from noterag.spec import Deps
 
 StopRule = Callable[[Mapping[str, Any], Any, Profile], str | None]
+
+
+class Stopped(TypedDict, total=False):
+    """What a decision's route reads of the state."""
+
+    stop_reason: str
 
 
 def threshold_stop(state: Mapping[str, Any], ctx: Any, profile: Profile) -> str | None:
@@ -123,9 +130,11 @@ class Decision:
         return self.stop if state.get("stop_reason") else self.go_on
 
     def edge(self) -> Runnable:
-        """``next_step`` as a conditional edge's path (computes only: runs on the loop)."""
+        """``next_step`` as a conditional edge's path (computes only: runs on the loop). Its
+        parameter's type tells LangGraph to read only ``stop_reason`` for it, not a copy of
+        the whole state."""
 
-        def route(state: Mapping[str, Any]) -> str:
+        def route(state: Stopped) -> str:
             return self.next_step(state)
 
         return on_loop(route, name=f"route_{self.go_on}_or_{self.stop}")

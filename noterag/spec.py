@@ -262,25 +262,37 @@ def wire_decisions(graph: StateGraph[Any, Any, Any, Any]) -> None:
 
 def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     """A method that ends with ``answer`` gets the answer's human review after it
-    (``nodes.human.review_answer``), reached when the run's ``human_review`` asks for it and
-    an answer was written (a review's ``response`` goes back to ``answer`` instead)."""
+    (``nodes.human.review_answer``): when the run's ``human_review`` asks for it, the answer
+    node's update goes on to the review (a ``Command``; a review's ``response`` goes back to
+    ``answer`` instead). Decided in the node, where the run's context is at hand: an edge's
+    path would need LangGraph to hand it the runtime, through a thread hop under ainvoke."""
     from langgraph.graph import END
+    from langgraph.types import Command
 
     from noterag.nodes.human import review_answer, reviews
-    from noterag.nodes.step import node, run_context
+    from noterag.nodes.step import StepRunnable, node, run_context
 
     if ("answer", END) not in graph.edges:
         return
-    graph.edges.discard(("answer", END))
+    answer = graph.nodes["answer"].runnable
 
-    def after_answer(state: Mapping[str, Any], runtime: Any) -> str:
-        ctx = run_context(deps.context_schema, runtime.context)
-        reviewing = state.get("answer") is not None and reviews(ctx, "answer")
-        return "review_answer" if reviewing else END
+    def then_review(update: Any, runtime: Any) -> Any:
+        answered = isinstance(update, dict) and update.get("answer") is not None
+        if answered and reviews(run_context(deps.context_schema, runtime.context), "answer"):
+            return Command(goto="review_answer", update=update)
+        return update
 
+    def answer_then_review(state: Any, config: Any, runtime: Any) -> Any:
+        return then_review(answer.invoke(state, config), runtime)
+
+    async def aanswer_then_review(state: Any, config: Any, runtime: Any) -> Any:
+        return then_review(await answer.ainvoke(state, config), runtime)
+
+    graph.nodes["answer"].runnable = StepRunnable(
+        answer_then_review, aanswer_then_review, name=answer.name or "answer"
+    )
+    graph.nodes["answer"].ends = ("review_answer",)
     graph.add_node("review_answer", cast(Any, node(review_answer, deps)))
-    # a plain function: LangGraph gives an edge's path the runtime (nodes.step.StepRunnable)
-    graph.add_conditional_edges("answer", after_answer, ["review_answer", END])
     graph.add_edge("review_answer", END)
 
 
