@@ -187,6 +187,22 @@ def test_a_follow_up_on_a_cli_thread_is_read_with_the_first_turn(
         server.shutdown()
 
 
+def test_ask_refuses_a_human_review_in_one_line(index_dir: Path) -> None:
+    done = subprocess.run(
+        [str(NOTERAG), "ask", QUESTION, "--index", str(index_dir), "-c", "human_review=note"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        check=False,
+    )
+    assert done.returncode != 0
+    refusal = (
+        "error: noterag ask does not pause for a human review: human_review is for apps "
+        "(Agent Chat UI, Python with a checkpointer; docs/embedding.md)"
+    )
+    assert done.stderr.strip().splitlines() == [refusal]
+
+
 # --------------------------------------------------------------------------- Postgres
 
 

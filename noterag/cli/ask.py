@@ -211,6 +211,11 @@ def ask_command(
         }
         # Validate the settings before starting a model: the context dataclass owns the rules.
         context = parse_context(method, context, extra or [])
+        if context.get("human_review", "none") != "none":
+            raise ConfigError(
+                "noterag ask does not pause for a human review: human_review is for apps "
+                "(Agent Chat UI, Python with a checkpointer; docs/embedding.md)"
+            )
         if prompts:
             context["prompts"] = prompt_overrides(method, prompts)
         from noterag.tasks import check_task
@@ -296,11 +301,6 @@ def run(
             recorder.feed(mode, chunk)
             if mode == "custom":
                 progress.event(chunk)
-    if config and graph.get_state(config).interrupts:
-        raise NoteragError(
-            "the run paused for a human review (human_review): resume the thread with "
-            "Command(resume=...) from Python or Agent Chat UI (docs/embedding.md)"
-        )
     if not recorder.final or "answer" not in recorder.final:
         raise NoteragError("the run ended without an answer")
     return recorder.run() | {"method": method}
