@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Overwrite
 
 from noterag.context import check_question_size
 from noterag.errors import ConfigError
-from noterag.nodes.step import Ask, Env, StepGen, node, reply_text
+from noterag.nodes.step import Ask, Env, StepGen, StepRunnable, node, reply_text
 from noterag.prompts.conversation import CONDENSE, ROLE_PREFIX
 from noterag.spec import CONDENSE_ROLE, Deps
 from noterag.state import QuestionInput
@@ -69,7 +69,19 @@ def question_step(state_schema: type, deps: Deps) -> Runnable:
         return update | {"question": standalone, "asked": asked}
 
     question.__doc__ = ask.__doc__
-    return node(question, deps)
+    rewrite = node(question, deps)
+
+    # A first turn (most runs: every eval question) computes only: it skips the step machinery
+    # a model call needs and runs on the event loop under ainvoke (see on_loop).
+    def first_or_follow_up(state: dict[str, Any], config: RunnableConfig) -> Any:
+        return rewrite.invoke(state, config) if earlier_turns(state) else ask(state, fresh)
+
+    async def afirst_or_follow_up(state: dict[str, Any], config: RunnableConfig) -> Any:
+        if earlier_turns(state):
+            return await rewrite.ainvoke(state, config)
+        return ask(state, fresh)
+
+    return StepRunnable(first_or_follow_up, afirst_or_follow_up, name="question")
 
 
 def earlier_turns(state: Mapping[str, Any]) -> list[BaseMessage]:
