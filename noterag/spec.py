@@ -274,7 +274,7 @@ def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> Non
 
     if ("answer", END) not in graph.edges:
         return
-    answer = graph.nodes["answer"].runnable
+    answer: Any = graph.nodes["answer"].runnable  # a Runnable: every method's answer is a node()
 
     def then_review(update: Any, runtime: Any) -> Any:
         answered = isinstance(update, dict) and update.get("answer") is not None
