@@ -5,14 +5,14 @@ DEMO_QUESTION ?= In which year was the architect of the Velmora Bridge born?
 # llama.cpp compiles from source once (about 5 minutes on 2 cores); pip caches the wheel after.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: test check typecheck demo install lint bench clean chromium
+.PHONY: test check typecheck demo install lint bench clean chromium test-pins
 
 # torch first, the CPU build (a local file here): else the dense extra pulls CUDA packages.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev,local,es,dense,align,ray]'
+	$(PY) -m pip install --quiet -e '.[dev,local,es,dense,align,ray,postgres]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -58,5 +58,19 @@ typecheck: $(VENV)/.installed
 check: lint typecheck
 	$(PY) -m pytest -q -m "not e2e and not server and not browser" -p no:cacheprovider
 
+# The fast tier again in a second venv holding the lowest versions pyproject.toml allows of the
+# LangGraph / LangChain packages noterag builds on (tests/pins-lowest.txt); the main venv holds
+# the newest. Not part of `make test`: the second venv's install alone takes minutes.
+PINS_VENV ?= .venv-pins
+$(PINS_VENV)/.installed: pyproject.toml tests/pins-lowest.txt
+	python3 -m venv $(PINS_VENV)
+	$(PINS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PINS_VENV)/bin/python -m pip install --quiet -c tests/pins-lowest.txt -e '.[dev]'
+	touch $@
+
+test-pins: $(PINS_VENV)/.installed
+	$(PINS_VENV)/bin/python -m pip freeze | grep -iE '^(langgraph|langchain-core)=='
+	$(PINS_VENV)/bin/python -m pytest -q -m "not e2e and not server and not browser" -p no:cacheprovider
+
 clean:
-	rm -rf $(VENV) .typecheck demo-index .langgraph_api tests/js/node_modules examples/chat/node_modules examples/chat/dist
+	rm -rf $(VENV) $(PINS_VENV) .typecheck demo-index .langgraph_api tests/js/node_modules examples/chat/node_modules examples/chat/dist

@@ -50,7 +50,7 @@ from noterag.errors import ConfigError
 from noterag.models.runnable import pluggable
 from noterag.nodes.recomp import RecompDeps, answer, extract, retrieve, summarize
 from noterag.nodes.single_step import check_task
-from noterag.nodes.step import node, on_loop
+from noterag.nodes.step import node
 from noterag.nodes.stops import recomp_stop, stop_check
 from noterag.prompts import recomp as prompts
 from noterag.spec import Deps, MethodSpec, server_graph
@@ -130,9 +130,8 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     )
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "retrieve")
-    graph.add_conditional_edges(
-        "retrieve", on_loop(compressor, trace=True), ["summarize", "extract"]
-    )
+    # a plain function: LangGraph gives an edge's path the runtime (nodes.step.StepRunnable)
+    graph.add_conditional_edges("retrieve", compressor, ["summarize", "extract"])
     graph.add_edge("summarize", "stop_check")
     graph.add_edge("extract", "stop_check")
     graph.add_edge("answer", END)

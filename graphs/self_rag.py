@@ -290,7 +290,11 @@ def segments_line(event: Mapping[str, Any]) -> Text:
 def self_rag_reply(stage: str, text: str) -> str:
     """How a Self-RAG model would reply with ``text``: the decision call retrieves; a
     generation carries its reflection tokens (relevant, fully supported, utility 5). The
-    stand-in for the generic contract tests (MethodSpec.stand_in)."""
+    stand-in for the generic contract tests (MethodSpec.stand_in). The follow-up rewrite
+    (``condense_question``) is no Self-RAG stage: a plain chat model's reply
+    (``condense_question_model=``), as the text."""
+    if stage == "condense_question":
+        return text
     if stage == "retrieve_token":
         return "[Retrieval]"
     return f"[Relevant]{text}[Fully supported][Utility:5]"

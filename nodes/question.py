@@ -1,6 +1,11 @@
 """The first step of every graph: the question to answer, from a question or a chat.
 
-A plain node (no model call, no search), so a run without a question fails before any.
+A run without a question fails here, before any model call. A question asked on a thread with
+earlier turns (a chat's follow-up, "When was she born?") is first rewritten into a standalone
+question from the conversation: one model call (stage ``condense_question``, its prompt in
+``noterag.prompts.conversation``), skipped on a first turn; the rewrite is sent to
+``stream_mode="custom"`` (``{"type": "condensed", ...}``) and kept in the state (``asked``:
+the question as the user wrote it; ``question``: the standalone one every step reads).
 """
 
 from __future__ import annotations
@@ -8,13 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
-from langchain_core.messages import BaseMessage, HumanMessage
-from langchain_core.runnables import Runnable
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Overwrite
 
 from noterag.context import check_question_size
 from noterag.errors import ConfigError
-from noterag.nodes.step import on_loop, reply_text
+from noterag.nodes.step import Ask, Env, StepGen, StepRunnable, node, reply_text
+from noterag.prompts.conversation import CONDENSE, ROLE_PREFIX
+from noterag.spec import CONDENSE_ROLE, Deps
 from noterag.state import QuestionInput
 
 # What a caller sends: all that a fresh run's state holds when this step runs.
@@ -42,16 +49,65 @@ def fresh_values(state_schema: type) -> dict[str, Any]:
     return fresh
 
 
-def question_step(state_schema: type) -> Runnable:
-    """The ``question`` step of a graph whose state is ``state_schema`` (it computes only: run
-    on the event loop under ainvoke, see ``on_loop``)."""
+def question_step(state_schema: type, deps: Deps) -> Runnable:
+    """The ``question`` step of a graph whose state is ``state_schema``."""
     fresh = fresh_values(state_schema)
 
-    def question(state: dict[str, Any]) -> dict[str, Any]:
-        return ask(state, fresh)
+    def question(state: dict[str, Any], env: Env) -> StepGen:
+        update = ask(state, fresh)
+        history = earlier_turns(state)
+        if not history:
+            return update
+        asked = update["question"]
+        reply = yield Ask(
+            CONDENSE_ROLE,
+            CONDENSE.format(chat_history=chat_history(history), question=asked),
+        )
+        standalone = reply.strip() or asked  # an empty rewrite keeps the question as asked
+        check_question_size(standalone)
+        env.emit({"type": "condensed", "asked": asked, "question": standalone})
+        return update | {"question": standalone, "asked": asked}
 
     question.__doc__ = ask.__doc__
-    return on_loop(question)
+    rewrite = node(question, deps)
+
+    # A first turn (most runs: every eval question) computes only: it skips the step machinery
+    # a model call needs and runs on the event loop under ainvoke (see on_loop).
+    def first_or_follow_up(state: dict[str, Any], config: RunnableConfig) -> Any:
+        return rewrite.invoke(state, config) if earlier_turns(state) else ask(state, fresh)
+
+    async def afirst_or_follow_up(state: dict[str, Any], config: RunnableConfig) -> Any:
+        if earlier_turns(state):
+            return await rewrite.ainvoke(state, config)
+        return ask(state, fresh)
+
+    return StepRunnable(first_or_follow_up, afirst_or_follow_up, name="question")
+
+
+def earlier_turns(state: Mapping[str, Any]) -> list[BaseMessage]:
+    """The conversation before this run's question: the chat messages before the last user
+    message, when the question is that message (a run given ``question`` answers it as
+    written). Empty on a first turn."""
+    messages: list[BaseMessage] = state.get("messages") or []
+    if not messages or not isinstance(messages[-1], HumanMessage):
+        return []
+    if state.get("question") is not None and not _answered_before(state):
+        return []
+    return [m for m in messages[:-1] if isinstance(m, HumanMessage | AIMessage)]
+
+
+def _answered_before(state: Mapping[str, Any]) -> bool:
+    # the same test as ask's: a value left by an earlier run means the thread has answered
+    return any(value for key, value in state.items() if key not in _INPUT_KEYS)
+
+
+def chat_history(messages: list[BaseMessage]) -> str:
+    """The conversation as LangChain's ConversationalRetrievalChain lays it out for its
+    condense prompt: one ``Human: ...`` or ``Assistant: ...`` line per turn."""
+    return "\n".join(
+        ROLE_PREFIX["human" if isinstance(m, HumanMessage) else "ai"] + reply_text(m, sep="\n")
+        for m in messages
+    )
 
 
 def ask(state: dict[str, Any], fresh: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,17 +16,17 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import inspect
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import get_executor_for_config, run_in_executor
-from langgraph._internal._runnable import RunnableCallable
-from langgraph.runtime import Runtime
-from langgraph.types import Command
+from langgraph.runtime import Runtime, get_runtime
+from langgraph.types import Command, Overwrite
 
 from noterag.context import RunContext, resolve_context, with_configurable
 from noterag.nodes.parsing import count_fallbacks, fell_back
@@ -70,6 +70,8 @@ class Search:
 
 Effect = Ask | Search
 StepGen = Generator[Effect | list[Effect], Any, dict[str, Any]]
+# a step that may also end with a Command (a human review going back to a step)
+RoutingStepGen = Generator[Effect | list[Effect], Any, Any]
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,14 @@ def reply_text(message: BaseMessage, sep: str = "") -> str:
         for part in content
         if isinstance(part, str) or part.get("type") == "text"
     )
+
+
+def as_message(reply: Any) -> Any:
+    """A model call's reply as a message: a chat model (or a wrapper of one) returns one; a
+    Runnable ending in an output parser returns its text."""
+    if isinstance(reply, BaseMessage):
+        return reply
+    return AIMessage(reply if isinstance(reply, str) else str(reply))
 
 
 def to_passage(doc: Any) -> Passage:
@@ -243,11 +253,12 @@ def run_context(schema: type[RunContext], given: Any) -> RunContext:
 
 
 class Then(Protocol):
-    """What routes the graph at the end of a step that decides (``nodes.stops.Decision``)."""
+    """What decides at the end of a step (``nodes.stops.Decision``): ``settle`` adds the
+    decision to the step's update; the route is the node's conditional edge."""
 
-    def route(
+    def settle(
         self, state: Mapping[str, Any], ctx: Any, profile: Profile, update: Mapping[str, Any]
-    ) -> Command: ...
+    ) -> dict[str, Any]: ...
 
 
 def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None = None) -> Runnable:
@@ -255,13 +266,23 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
     ``then``: the step also decides where the graph goes, from the state its update leads to
     (one graph step, as the paper's step is one: DeepNote's adaptive retrieval decision both
     reviews the note and decides whether to retrieve again); wire it with
-    ``destinations=then.destinations``."""
+    ``destinations=then.destinations`` (``MethodSpec.build`` adds its conditional edge). A step
+    may also return a ``Command`` (a human review going back to a step): the node's cost is
+    added to its update."""
 
-    def finish(state: dict[str, Any], env: Env, update: dict[str, Any]) -> Any:
+    def finish(state: dict[str, Any], env: Env, update: Any, cost: dict[str, Any]) -> Any:
+        if isinstance(update, Command):
+            return Command(
+                graph=update.graph,
+                goto=update.goto,
+                resume=update.resume,
+                update=with_cost(dict(update.update or {}), cost),
+            )
+        update = with_cost(update, cost)
         if then is None:
             return update
         after = after_update(deps.state_schema, state, update)
-        return then.route(after, env.ctx, env.profile, update)
+        return then.settle(after, env.ctx, env.profile, update)
 
     def env_now(state: Mapping[str, Any], config: RunnableConfig, runtime: Runtime) -> Env:
         given = with_configurable(deps.context_schema, runtime.context, config.get("configurable"))
@@ -280,8 +301,12 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
             if isinstance(effect, Search):
                 docs = deps.retriever.invoke(effect.query, k=effect.k)
                 return capped([to_passage(d) for d in docs[: effect.k]], env.passage_cap)
-            message = deps.model_for(effect.stage, stream=effect.stream).invoke(
-                effect.prompt, config=_ask_config(effect), **(env.sampling() | dict(effect.options))
+            message = as_message(
+                deps.model_for(effect.stage, stream=effect.stream).invoke(
+                    effect.prompt,
+                    config=_ask_config(effect),
+                    **(env.sampling() | dict(effect.options)),
+                )
             )
             tally.add(message)
             return message if effect.wants_message else reply_text(message)
@@ -294,7 +319,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
 
         with count_fallbacks() as tally.fallbacks:
             update = _drive(step(state, env), perform, perform_all)
-        return finish(state, env, update | tally.update())
+        return finish(state, env, update, tally.update())
 
     async def run_async(
         state: dict[str, Any], config: RunnableConfig, runtime: Runtime
@@ -306,8 +331,12 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
             if isinstance(effect, Search):
                 docs = await _asearch(deps.retriever, effect)
                 return capped([to_passage(d) for d in docs[: effect.k]], env.passage_cap)
-            message = await deps.model_for(effect.stage, stream=effect.stream).ainvoke(
-                effect.prompt, config=_ask_config(effect), **(env.sampling() | dict(effect.options))
+            message = as_message(
+                await deps.model_for(effect.stage, stream=effect.stream).ainvoke(
+                    effect.prompt,
+                    config=_ask_config(effect),
+                    **(env.sampling() | dict(effect.options)),
+                )
             )
             tally.add(message)
             return message if effect.wants_message else reply_text(message)
@@ -323,34 +352,89 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
                         result = await perform(request)
             except StopIteration as done:
                 update = done.value or {}
-        return finish(state, env, update | tally.update())
+        return finish(state, env, update, tally.update())
 
-    return both_ways(run_sync, run_async, name=step.__name__)
+    runnable = both_ways(run_sync, run_async, name=step.__name__)
+    return runnable if then is None else deciding(runnable, then)
+
+
+def with_cost(update: dict[str, Any], cost: dict[str, Any]) -> dict[str, Any]:
+    """``update`` with a node's cost fields added: a field the update resets (an ``Overwrite``,
+    the question step starting a thread's next turn) restarts at this node's cost."""
+    merged = update | cost
+    for key, value in cost.items():
+        if isinstance(update.get(key), Overwrite):
+            merged[key] = Overwrite(value)
+    return merged
+
+
+# the attribute of a deciding node's Runnable that holds its decision (see decision_of)
+_DECISION = "noterag_decision"
+
+
+def deciding(runnable: Runnable, decision: Any) -> Runnable:
+    """Mark ``runnable`` as a node that decides with ``decision`` (a ``nodes.stops.Decision``):
+    ``MethodSpec.build`` wires its conditional edge."""
+    object.__setattr__(runnable, _DECISION, decision)
+    return runnable
+
+
+def decision_of(runnable: Any) -> Any:
+    """The decision a node's Runnable was marked with (``deciding``), else None."""
+    return getattr(runnable, _DECISION, None)
+
+
+class StepRunnable(RunnableLambda):
+    """A graph node (or a conditional edge's path) with a sync and an async body, on LangGraph's
+    and LangChain's public API: a ``RunnableLambda`` whose ``invoke`` / ``ainvoke`` call the body
+    directly. It opens no run of its own inside the node's run (``RunnableLambda``'s own invoke
+    would open a second one, nested, with its callbacks and config merging, and read the body's
+    signature on every call); the body's parameters are read once. Being a ``RunnableLambda``,
+    LangGraph reads an edge's destinations from its body's ``Literal`` return type as from a
+    plain function's. A body that takes ``runtime`` gets ``langgraph.runtime.get_runtime()``:
+    LangGraph sets the run's config around a node's Runnable, so that works in a node; a
+    conditional edge's path is called outside it, so an edge that needs the runtime is given to
+    LangGraph as a plain function instead."""
+
+    def __init__(self, func: Callable[..., Any], afunc: Callable[..., Any], *, name: str) -> None:
+        super().__init__(func, afunc, name=name)
+        self._body, self._abody = func, afunc
+        params = inspect.signature(func).parameters
+        self._config, self._runtime = "config" in params, "runtime" in params
+
+    def _kwargs(self, config: RunnableConfig | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if self._config:
+            kwargs["config"] = config or {}
+        if self._runtime:
+            kwargs["runtime"] = get_runtime()
+        return kwargs
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return self._body(input, **self._kwargs(config))
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return await self._abody(input, **self._kwargs(config))
 
 
 def both_ways(func: Callable[..., Any], afunc: Callable[..., Any], *, name: str) -> Runnable:
-    """A graph node with a sync and an async body, as LangGraph makes one of a plain function:
-    its ``RunnableCallable``, which reads the body's signature once (what to inject: ``config``,
-    ``runtime``) and runs it inside the node's own run, opening no run of its own. (A
-    ``RunnableLambda`` would open a second run nested in the node's, with its callbacks and
-    config merging, and inspect the body's signature on every call.) ``func`` and ``afunc``
-    take the same parameters. LangGraph's own prebuilt nodes are built on the same class."""
-    return RunnableCallable(func, afunc, name=name, trace=False)
+    """A graph node with a sync and an async body (``StepRunnable``); ``func`` and ``afunc``
+    take the same parameters."""
+    return StepRunnable(func, afunc, name=name)
 
 
 def on_loop(func: Callable[..., Any], *, name: str | None = None, trace: bool = False) -> Runnable:
     """A node or a conditional edge whose body only computes (no I/O: a routing test, a stop
     rule) as a Runnable that runs the body on the event loop under ainvoke too. LangGraph runs a
     plain sync function in a worker thread under ainvoke, since it might block: for a body of a
-    few microseconds, that thread hop costs more CPU than the body. ``trace``: open a run of its
-    own, as LangGraph does for a conditional edge's function (True) and not for a node's body
-    (False)."""
+    few microseconds, that thread hop costs more CPU than the body. ``trace`` is kept for the
+    callers that mark their edges; no run is opened either way. An edge's body cannot take
+    ``runtime`` (see ``StepRunnable``)."""
 
     async def afunc(*args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)
 
-    # the parameters LangGraph injects (config, runtime) are read from func's signature
-    return RunnableCallable(func, afunc, name=name or func.__name__, trace=trace)
+    return StepRunnable(func, afunc, name=name or func.__name__)
 
 
 async def _asearch(retriever: BaseRetriever, search: Search) -> list[Any]:

@@ -1,8 +1,8 @@
 """When each method stops: its stop rule, and where the rule is applied.
 
 A stop rule reads the loop's counters and says why the loop stops now, or None. A ``Decision``
-applies a rule and routes on it (LangGraph's ``Command``, the decision and its reason in one
-place): on to the method's next step, or to ``answer`` with ``stop_reason`` set. It runs once,
+applies a rule and routes on it (the step's update records the reason, a conditional edge
+routes on it): on to the method's next step, or to ``answer`` with ``stop_reason`` set. It runs once,
 where the algorithm box puts the test: at the end of the paper step that decides (DeepNote's
 adaptive retrieval decision, Adaptive-Note's memory reviewer: ``node(review, deps,
 then=decision)``), or as a ``stop_check`` step of its own where the box tests apart from any
@@ -17,13 +17,19 @@ from typing import Any
 
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
-from langgraph.types import Command
+from typing_extensions import TypedDict
 
-from noterag.nodes.step import on_loop, run_context
+from noterag.nodes.step import deciding, on_loop, run_context
 from noterag.profiles import Profile
 from noterag.spec import Deps
 
 StopRule = Callable[[Mapping[str, Any], Any, Profile], str | None]
+
+
+class Stopped(TypedDict, total=False):
+    """What a decision's route reads of the state."""
+
+    stop_reason: str
 
 
 def threshold_stop(state: Mapping[str, Any], ctx: Any, profile: Profile) -> str | None:
@@ -86,8 +92,14 @@ def single_pass(state: Mapping[str, Any], ctx: Any, profile: Profile | None = No
 @dataclass(frozen=True)
 class Decision:
     """Apply ``rule``: on to ``go_on``, or to ``stop`` with the reason recorded in
-    ``stop_reason`` (and ``record(state)``'s update, e.g. a baseline's one trace entry). A node
-    that returns its ``route`` is wired with ``destinations=decision.destinations``."""
+    ``stop_reason`` (and ``record(state)``'s update, e.g. a baseline's one trace entry).
+
+    The step that decides writes its update with ``stop_reason`` (``settle``); the route is a
+    conditional edge on the state that update leads to (``next_step``: ``stop`` once a
+    ``stop_reason`` is set), which ``MethodSpec.build`` adds for every deciding node
+    (``decision_of``). An edge rather than a ``Command``: LangGraph re-runs a node's edges when
+    ``update_state`` writes as that node, so "interrupt before answer, edit the state, continue"
+    still reaches the answer; a ``Command``'s goto is lost there."""
 
     rule: StopRule
     go_on: str
@@ -98,20 +110,34 @@ class Decision:
     def destinations(self) -> tuple[str, str]:
         return (self.go_on, self.stop)
 
-    def route(
+    def settle(
         self,
         state: Mapping[str, Any],
         ctx: Any,
         profile: Profile,
         update: Mapping[str, Any] | None = None,
-    ) -> Command:
-        """Where to go from ``state`` (the state after ``update``, the step's own update that
-        the command carries)."""
+    ) -> dict[str, Any]:
+        """The step's ``update`` with ``stop_reason`` (and the record) when ``rule`` stops in
+        ``state`` (the state after ``update``)."""
         why = self.rule(state, ctx, profile)
         if why:
             record = self.record(state) if self.record else {}
-            return Command(goto=self.stop, update={**(update or {}), "stop_reason": why, **record})
-        return Command(goto=self.go_on, update=dict(update) if update else None)
+            return {**(update or {}), "stop_reason": why, **record}
+        return dict(update or {})
+
+    def next_step(self, state: Mapping[str, Any]) -> str:
+        """Where the graph goes after the deciding step (its conditional edge)."""
+        return self.stop if state.get("stop_reason") else self.go_on
+
+    def edge(self) -> Runnable:
+        """``next_step`` as a conditional edge's path (computes only: runs on the loop). Its
+        parameter's type tells LangGraph to read only ``stop_reason`` for it, not a copy of
+        the whole state."""
+
+        def route(state: Stopped) -> str:
+            return self.next_step(state)
+
+        return on_loop(route, name=f"route_{self.go_on}_or_{self.stop}")
 
 
 def stop_check(
@@ -126,12 +152,12 @@ def stop_check(
     it apart from any step. Wire it with ``destinations=(go_on, stop)``."""
     decision = Decision(rule, go_on, stop, record)
 
-    def decide(state: Mapping[str, Any], runtime: Runtime) -> Command:
+    def decide(state: Mapping[str, Any], runtime: Runtime) -> dict[str, Any]:
         ctx = run_context(deps.context_schema, runtime.context)
-        return decision.route(state, ctx, deps.profile(ctx, state))
+        return decision.settle(state, ctx, deps.profile(ctx, state))
 
     decide.__name__ = decide.__qualname__ = "stop_check"
-    return on_loop(decide)
+    return deciding(on_loop(decide), decision)
 
 
 def sure_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:

@@ -8,7 +8,8 @@ Usage::
 """
 
 from noterag.errors import NoteragError
+from noterag.lcel import answer_only
 from noterag.methods import METHODS, build_graph
 
-__all__ = ["METHODS", "NoteragError", "build_graph"]
+__all__ = ["METHODS", "NoteragError", "answer_only", "build_graph"]
 __version__ = "0.1.0"

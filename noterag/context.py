@@ -22,6 +22,7 @@ from noterag.errors import ConfigError
 
 TASKS = ("multihop", "asqa", "strategyqa", "crud")
 PROFILES = ("paper", "official", "original")
+HUMAN_REVIEWS = ("none", "note", "answer", "both")
 
 # A passage longer than this many characters is cut in prompts (``max_passage_chars``): about
 # 2,500 tokens, several times a Wikipedia paragraph, so that a whole article (or a 15 MB line)
@@ -270,6 +271,14 @@ class RunContext(metaclass=_Settings):
         """This method's context under profile="original": the original's settings, then
         ``settings`` (which win)."""
         return cls(**settings, profile="original")
+
+    human_review: Literal["none", "note", "answer", "both"] = setting(
+        "none",
+        "Human in the loop: pause (LangGraph interrupt) for a person to review the note before "
+        "the answer (note; the note methods), the final answer (answer), or both; resume with "
+        "an Agent Chat UI response (accept, edit, response: a query to retrieve more with, "
+        "ignore). Needs a checkpointer. docs/embedding.md.",
+    )
 
     def __post_init__(self) -> None:
         if self.profile == "original":

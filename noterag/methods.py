@@ -102,20 +102,35 @@ def build_graph(
     model: Any = None,
     retriever: Any = None,
     prompts: Mapping[str, Any] | None = None,
+    checkpointer: Any = None,
+    store: Any = None,
+    cache: Any = None,
     **role_models: Any,
 ) -> Any:
     """A compiled LangGraph graph running ``method``.
 
-    model: a LangChain chat model, a spec ("openai:<name>", "local") or None (NOTERAG_MODEL,
-    else "local"). retriever: a BaseRetriever, a spec ("bm25:<index dir>") or None
-    (NOTERAG_INDEX, else the bundled sample corpus). ``<role>_model=`` gives one role its own
+    model: a LangChain chat model or a Runnable wrapping one (``with_retry``,
+    ``with_fallbacks``, ``configurable_alternatives``), a spec ("openai:<name>", "local",
+    "anthropic:<name>" through LangChain's init_chat_model) or None (NOTERAG_MODEL, else
+    "local"). retriever: a BaseRetriever, any Runnable or function from a query to documents,
+    a spec ("bm25:<index dir>") or None (NOTERAG_INDEX, else the bundled sample corpus).
+    ``checkpointer``, ``store``, ``cache``: LangGraph's, given to ``compile`` (None: none;
+    threads, interrupts and resuming need a checkpointer; docs/embedding.md). ``<role>_model=`` gives one role its own
     model, e.g. ``answer_model=`` for the note methods, ``filter_model=`` for Amber's chunk
     filter, ``reasoner_model=`` / ``summarizer_model=`` / ``generator_model=`` for ReSP (each
     method's ``SPEC.roles``). ``prompts`` replaces prompts by name for this graph, e.g.
     ``{"refine_query": "... {query} ... {note} ... {query_log}"}`` or ``{"answer.multihop": ...}``,
     leaving the verbatim files as they are.
     """
-    return METHODS[method].build(model=model, retriever=retriever, prompts=prompts, **role_models)
+    return METHODS[method].build(
+        model=model,
+        retriever=retriever,
+        prompts=prompts,
+        checkpointer=checkpointer,
+        store=store,
+        cache=cache,
+        **role_models,
+    )
 
 
 def context_schema(method: str) -> type:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable
 from langgraph.graph import START, StateGraph
 
 from noterag.context import RunContext
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     # langgraph-api resolves the factory's annotation by this name to tell a runtime
     # parameter from a config one
     from langgraph_sdk.runtime import ServerRuntime
+
+# the model role of the follow-up rewrite every method's question step makes (nodes.question)
+CONDENSE_ROLE = "condense_question"
 
 # An event of stream_mode="custom" -> the line the CLI prints for it (None: print nothing)
 ProgressLine = Callable[[Mapping[str, Any]], Any]
@@ -48,12 +52,50 @@ def copy_chat_model(model: Any, **update: Any) -> Any:
     return copy
 
 
+def quiet_model(model: Any) -> Any:
+    """``model`` with every chat model inside it set to ``disable_streaming=True``: the chat
+    model itself, or through the wrappers LangChain builds around one (``with_retry``,
+    ``bind``, ``with_config``: a ``RunnableBinding``; ``with_fallbacks``;
+    ``configurable_fields`` / ``configurable_alternatives``). Any other Runnable is kept."""
+    from langchain_core.runnables import RunnableBinding, RunnableWithFallbacks
+    from langchain_core.runnables.configurable import (
+        RunnableConfigurableAlternatives,
+        RunnableConfigurableFields,
+    )
+
+    if isinstance(model, BaseChatModel):
+        return copy_chat_model(model, disable_streaming=True)
+    if isinstance(model, RunnableBinding):
+        return model.model_copy(update={"bound": quiet_model(model.bound)})
+    if isinstance(model, RunnableWithFallbacks):
+        return model.model_copy(
+            update={
+                "runnable": quiet_model(model.runnable),
+                "fallbacks": [quiet_model(f) for f in model.fallbacks],
+            }
+        )
+    if isinstance(model, RunnableConfigurableAlternatives):
+        return model.model_copy(
+            update={
+                "default": quiet_model(model.default),
+                "alternatives": {
+                    key: quiet_model(alt) if isinstance(alt, Runnable) else alt
+                    for key, alt in model.alternatives.items()
+                },
+            }
+        )
+    if isinstance(model, RunnableConfigurableFields):
+        return model.model_copy(update={"default": quiet_model(model.default)})
+    return model
+
+
 @dataclass(frozen=True)
 class Deps:
     """What a method's graph is built with: bound once, when the graph is built."""
 
     method: str
-    models: Mapping[str, BaseChatModel]  # role -> model; "default" for every other role
+    # role -> chat model (or a Runnable wrapping one); "default" for every other role
+    models: Mapping[str, Any]
     retriever: BaseRetriever
     prompts: Mapping[str, Any]  # profile name -> the method's prompt set
     context_schema: type[RunContext]
@@ -69,7 +111,7 @@ class Deps:
     stage_roles: Mapping[str, str] = field(default_factory=dict)
     # the method's state schema: how a step's update merges (noterag.state.after_update)
     state_schema: type = dict
-    _quiet: dict[str, BaseChatModel] = field(default_factory=dict, repr=False, compare=False)
+    _quiet: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def profile(self, ctx: Any, state: Mapping[str, Any]) -> Profile:
         """This run's profile strategies: the context's profile for this method, the run's task
@@ -85,7 +127,7 @@ class Deps:
             original=self.original_profile,
         )
 
-    def model_for(self, stage: str, *, stream: bool = False) -> BaseChatModel:
+    def model_for(self, stage: str, *, stream: bool = False) -> Any:
         """The stage's model. Internal calls get a copy that never streams: under
         ``stream_mode="messages"`` LangGraph would otherwise make every call stream, and the
         streamed replies of many endpoints carry no token usage."""
@@ -94,7 +136,7 @@ class Deps:
         if stream:
             return model
         if role not in self._quiet:
-            self._quiet[role] = copy_chat_model(model, disable_streaming=True)
+            self._quiet[role] = quiet_model(model)
         return self._quiet[role]
 
 
@@ -156,7 +198,8 @@ class MethodSpec:
         if "official" in self.prompts and self.official_code is None:
             raise ConfigError(f"{self.name} has official prompts but names no official_code")
 
-        known = {f"{role}_model": role for role in self.roles}
+        # every method's question step may rewrite a follow-up (nodes.question): its own role
+        known = {f"{role}_model": role for role in (*self.roles, CONDENSE_ROLE)}
         unknown = sorted(set(role_models) - known.keys())
         if unknown:
             raise ConfigError(
@@ -191,9 +234,16 @@ class MethodSpec:
         retriever: Any = None,
         *,
         prompts: Mapping[str, Any] | None = None,
+        checkpointer: Any = None,
+        store: Any = None,
+        cache: Any = None,
         **role_models: Any,
     ) -> Any:
-        """The compiled graph: the question step, then the method's own wiring."""
+        """The compiled graph: the question step, then the method's own wiring, then what
+        every method shares: each deciding step's route (a conditional edge, see
+        ``nodes.stops.Decision``) and the answer's human review. ``checkpointer``, ``store``
+        and ``cache`` are LangGraph's (``InMemorySaver()``, ``SqliteSaver``, ``PostgresSaver``;
+        ``InMemoryStore()``; ``InMemoryCache()``), given to ``compile``; None: none."""
         from noterag.nodes.question import question_step
 
         deps = self.bind(model, retriever, prompts=prompts, **role_models)
@@ -203,19 +253,74 @@ class MethodSpec:
             input_schema=QuestionInput,
             output_schema=self.output,
         )
-        graph.add_node("question", cast(Any, question_step(self.state)))
+        graph.add_node("question", cast(Any, question_step(self.state, deps)))
         graph.add_edge(START, "question")
         self.wire(graph, deps)
-        return graph.compile(name=self.name)
+        wire_decisions(graph)
+        wire_answer_review(graph, deps)
+        return graph.compile(name=self.name, checkpointer=checkpointer, store=store, cache=cache)
+
+
+def wire_decisions(graph: StateGraph[Any, Any, Any, Any]) -> None:
+    """The route of every step that decides (``nodes.stops.Decision``), as a conditional edge
+    from it: LangGraph re-runs a node's edges when ``update_state`` writes as that node."""
+    from noterag.nodes.step import decision_of
+
+    for name, node_spec in list(graph.nodes.items()):
+        decision = decision_of(node_spec.runnable)
+        if decision is not None:
+            graph.add_conditional_edges(name, decision.edge(), list(decision.destinations))
+
+
+def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
+    """A method that ends with ``answer`` gets the answer's human review after it
+    (``nodes.human.review_answer``): when the run's ``human_review`` asks for it, the answer
+    node's update goes on to the review (a ``Command``; a review's ``response`` goes back to
+    ``answer`` instead). Decided in the node, where the run's context is at hand: an edge's
+    path would need LangGraph to hand it the runtime, through a thread hop under ainvoke."""
+    from langgraph.graph import END
+    from langgraph.types import Command
+
+    from noterag.nodes.human import review_answer, reviews
+    from noterag.nodes.step import StepRunnable, node, run_context
+
+    if ("answer", END) not in graph.edges:
+        return
+    answer: Any = graph.nodes["answer"].runnable  # a Runnable: every method's answer is a node()
+
+    def then_review(update: Any, runtime: Any) -> Any:
+        answered = isinstance(update, dict) and update.get("answer") is not None
+        if answered and reviews(run_context(deps.context_schema, runtime.context), "answer"):
+            return Command(goto="review_answer", update=update)
+        return update
+
+    def answer_then_review(state: Any, config: Any, runtime: Any) -> Any:
+        return then_review(answer.invoke(state, config), runtime)
+
+    async def aanswer_then_review(state: Any, config: Any, runtime: Any) -> Any:
+        return then_review(await answer.ainvoke(state, config), runtime)
+
+    graph.nodes["answer"].runnable = StepRunnable(
+        answer_then_review, aanswer_then_review, name=answer.name or "answer"
+    )
+    graph.nodes["answer"].ends = ("review_answer",)
+    graph.add_node("review_answer", cast(Any, node(review_answer, deps)))
+    graph.add_edge("review_answer", END)
 
 
 def resolve_retriever(retriever: Any) -> BaseRetriever:
-    """A BaseRetriever as given, a spec ("bm25:<dir>"), or None: NOTERAG_INDEX, else the bundled
-    sample corpus."""
+    """A BaseRetriever as given, any other Runnable from a query to documents (a
+    ``RunnableLambda``, ``retriever | RunnableLambda(...)``) as a retriever
+    (``noterag.retrievers.RunnableRetriever``), a spec ("bm25:<dir>"), or None: NOTERAG_INDEX,
+    else the bundled sample corpus."""
     import os
 
     if isinstance(retriever, BaseRetriever):
         return retriever
+    if isinstance(retriever, Runnable) or callable(retriever):
+        from noterag.retrievers.runnable import RunnableRetriever
+
+        return RunnableRetriever.of(retriever)
     from noterag.retrievers import load_retriever
 
     if retriever is None:

@@ -98,6 +98,9 @@ class ChatFields(TypedDict, total=False):
     """The conversation: the caller's messages, with the answer appended as an AI message."""
 
     messages: Annotated[list[AnyMessage], add_messages]
+    # a follow-up as the user wrote it, when it was rewritten into the standalone ``question``
+    # from the conversation (noterag.nodes.question)
+    asked: str
 
 
 class NoteOutput(CostFields, ChatFields, total=False):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -24,6 +25,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
         if "server" in needs:
             item.add_marker(pytest.mark.server)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _threads_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`noterag ask` keeps its threads in a SQLite file (noterag.persistence): the tests' go
+    to a temporary one, never the user's."""
+    previous = os.environ.get("NOTERAG_CHECKPOINT")
+    os.environ["NOTERAG_CHECKPOINT"] = str(tmp_path_factory.mktemp("threads") / "threads.sqlite")
+    yield
+    if previous is None:
+        os.environ.pop("NOTERAG_CHECKPOINT", None)
+    else:
+        os.environ["NOTERAG_CHECKPOINT"] = previous
 
 
 @pytest.fixture(scope="session")

@@ -92,8 +92,23 @@ def test_question_input_gets_the_answer_as_a_message_too(method: str):
     assert [(type(m), m.content) for m in out["messages"]] == [(AIMessage, ANSWER)]
 
 
+def without_calls(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in entry.items() if k != "llm_calls"} for entry in trace]
+
+
+def condense_prompt(history: str, question: str) -> str:
+    """LangChain's CONDENSE_QUESTION_PROMPT (noterag.prompts.conversation), written out."""
+    return (
+        "Given the following conversation and a follow up question, rephrase the follow up "
+        "question to be a standalone question, in its original language.\n\n"
+        f"Chat History:\n{history}\nFollow Up Input: {question}\nStandalone question:"
+    )
+
+
 @pytest.mark.parametrize("method", noterag.METHODS)
-def test_earlier_turns_are_ignored(method: str):
+def test_earlier_turns_are_read_once_to_rewrite_the_question(method: str):
+    """Earlier turns reach one call only, the rewrite into a standalone question (issue 23);
+    a rewrite that keeps the question gives the run a question alone gives."""
     _, alone = run(method, {"question": QUESTION})
     history = [
         SystemMessage("You are a helpful assistant."),
@@ -101,11 +116,17 @@ def test_earlier_turns_are_ignored(method: str):
         {"role": "assistant", "content": "Lise Ambrath."},
         {"role": "user", "content": QUESTION},
     ]
-    out, chat = run(method, {"messages": history})
-    assert chat.calls == alone.calls
-    assert not any(
-        "Pellin Bridge?" in prompt or "Lise Ambrath." in prompt for _, prompt in chat.calls
+    chat = scripted(method)
+    chat.script["condense_question"] = QUESTION  # already standalone
+    out = build(method, chat).invoke({"messages": history}, context=context(method))
+    assert chat.calls[0] == (
+        "condense_question",
+        condense_prompt(
+            "Human: Who designed the Pellin Bridge?\nAssistant: Lise Ambrath.", QUESTION
+        ),
     )
+    # the same calls (concurrent ones, such as Self-RAG's generations, in any order)
+    assert sorted(chat.calls[1:]) == sorted(alone.calls)
     assert [m.content for m in out["messages"]] == [
         "You are a helpful assistant.",
         "Who designed the Pellin Bridge?",
@@ -182,8 +203,9 @@ async def test_no_question_fails_before_any_search_or_call(method: str, bad: str
 @pytest.mark.parametrize("method", noterag.METHODS)
 async def test_the_next_user_message_on_a_thread_starts_a_fresh_run(method: str):
     """A checkpointed thread (the LangGraph server's, a chat UI's) brings back the last run's
-    note and counters; the next user message is answered from scratch, exactly as on a new
-    thread, and the conversation keeps both turns."""
+    note and counters; the next user message is rewritten from the conversation (one call),
+    then answered from scratch, exactly as on a new thread, and the conversation keeps both
+    turns."""
     follow_up = "Where did Aurelio Fenwick study?"
 
     # Without a thread: the first question, then the follow-up on its own. (The scripted
@@ -202,6 +224,7 @@ async def test_the_next_user_message_on_a_thread_starts_a_fresh_run(method: str)
             scripted(method),
             RecordingRetriever(passages=CORPUS),
         )
+        model.script["condense_question"] = follow_up  # already standalone
         graph = build(method, model, retriever).copy(update={"checkpointer": InMemorySaver()})
         thread = {"configurable": {"thread_id": "chat"}}
         turn = {"messages": [{"role": "user", "content": QUESTION}]}
@@ -215,13 +238,22 @@ async def test_the_next_user_message_on_a_thread_starts_a_fresh_run(method: str)
         else:
             second = await graph.ainvoke(turn, thread, context=context(method))
 
-        assert second["question"] == follow_up
-        # the same calls, prompts and searches as a fresh run of the follow-up
-        assert model.calls[calls:] == expected_model.calls[before[0] :]
+        assert second["question"] == second["asked"] == follow_up
+        # the rewrite, then the same calls, prompts and searches as a fresh run of the follow-up
+        assert model.calls[calls] == (
+            "condense_question",
+            condense_prompt(f"Human: {QUESTION}\nAssistant: {ANSWER}", follow_up),
+        )
+        assert model.calls[calls + 1 :] == expected_model.calls[before[0] :]
         assert retriever.queries[searches:] == expected_retriever.queries[before[1] :]
         for key, value in expected.items():
-            if key != "messages":
+            if key in ("llm_calls", "prompt_tokens", "completion_tokens"):
+                assert second[key] > value, (method, key)  # the rewrite's cost on top
+            elif key == "trace":  # Amber's first entry counts the rewrite among its calls
+                assert without_calls(second[key]) == without_calls(value), method
+            elif key != "messages":
                 assert second[key] == value, (method, key)
+        assert second["llm_calls"] == expected["llm_calls"] + 1
         roles = [message.type for message in second["messages"]]
         assert roles == ["human", "ai", "human", "ai"]
         assert second["messages"][-1].content == ANSWER

@@ -158,7 +158,7 @@ def test_model_object_passes_through() -> None:
     assert load_chat_model(fake, ModelSettings(temperature=1.0)) is fake
 
 
-@pytest.mark.parametrize("spec", ["gpt-4o", "openai:", "openai:  ", "", "ollama:llama3", 42])
+@pytest.mark.parametrize("spec", ["gpt-4o", "openai:", "openai:  ", "", "Ollama llama3", 42])
 def test_bad_spec_is_a_config_error_listing_the_forms(spec: object) -> None:
     with pytest.raises(ConfigError) as info:
         load_chat_model(spec)  # type: ignore[arg-type]
@@ -166,6 +166,16 @@ def test_bad_spec_is_a_config_error_listing_the_forms(spec: object) -> None:
     assert "openai:<model>" in message and "'local'" in message
     assert "'hf:<dir>'" in message  # the in-process Hugging Face model (noterag.models.hf)
     assert "\n" not in message
+
+
+def test_a_provider_spec_says_what_to_install() -> None:
+    """``<provider>:<model>`` goes to LangChain's init_chat_model (issue 23); without langchain or
+    the provider's package, one line says what to install."""
+    with pytest.raises(ConfigError) as info:
+        load_chat_model("ollama:llama3")
+    message = str(info.value)
+    assert "\n" not in message and "'ollama:llama3'" in message
+    assert "pip install" in message and "langchain-ollama" in message
 
 
 def test_local_without_the_extra_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -732,7 +732,14 @@ def test_contract_checks_pass_with_a_selfrag_shaped_double(call: str):
 
 def test_chat_checks_pass_with_a_selfrag_shaped_double():
     model = SelfRAGScripted(default=ANSWER)
-    g = graph(model).copy(update={"checkpointer": InMemorySaver()})
+    # a Self-RAG model is not trained to rewrite a follow-up: a plain chat model does it
+    rewriter = ScriptedModel(script={"condense_question": "Who painted the bridge?"})
+    g = self_rag.build(
+        model=model,
+        condense_question_model=rewriter,
+        retriever=KeywordRetriever(passages=CORPUS),
+        checkpointer=InMemorySaver(),
+    )
     thread = {"configurable": {"thread_id": "chat"}}
     first = g.invoke({"messages": [{"role": "user", "content": QUESTION}]}, thread)
     assert first["answer"] == ANSWER and first["messages"][-1].content == ANSWER
@@ -743,7 +750,9 @@ def test_chat_checks_pass_with_a_selfrag_shaped_double():
     assert second["question"] == "Who painted the bridge?"
     assert [m.type for m in second["messages"]] == ["human", "ai", "human", "ai"]
     assert isinstance(second["messages"][-2], HumanMessage)
-    # the second turn starts over: its own decision, retrieval and generations
+    # the second turn is rewritten from the conversation (issue 23), then starts over: its own
+    # decision, retrieval and generations
+    assert rewriter.stages == ["condense_question"]
     assert model.stages[calls] == "retrieve_token"
     assert second["trace"][0]["step"] == 0 and len(second["trace"]) == 1 + len(second["segments"])
 

@@ -252,7 +252,13 @@ def test_noterag_methods_describes_it(scripted: ScriptedModel):
 
 
 def test_a_chat_thread_starts_the_next_question_afresh():
-    model = ScriptedModel(script={"guess": ["a", "b", "c", "d"], "answer": "x"})
+    model = ScriptedModel(
+        script={
+            "guess": ["a", "b", "c", "d"],
+            "answer": "x",
+            "condense_question": "Who painted it?",
+        }
+    )
     graph = noterag.build_graph(
         "toy-guess", model=model, retriever=KeywordRetriever(passages=CORPUS)
     )
@@ -263,5 +269,6 @@ def test_a_chat_thread_starts_the_next_question_afresh():
     # its own accumulating field and counters start over: two new guesses, not four
     assert second["guesses"] == ["c", "d"] and second["steps"] == 2
     assert [e["step"] for e in second["trace"]] == [1, 2]
-    assert second["question"] == "And the painter?"
+    # the follow-up rewritten from the conversation (the generic question step, issue 23)
+    assert (second["asked"], second["question"]) == ("And the painter?", "Who painted it?")
     assert "Earlier guesses: c" in model.prompts_for("guess")[-1]  # nothing of the first run

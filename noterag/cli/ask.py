@@ -162,6 +162,25 @@ def ask_command(
         ),
     ] = None,
     force: ForceOption = False,
+    thread: Annotated[
+        str | None,
+        typer.Option(
+            "--thread",
+            help="The conversation thread (default: a new one, printed). A question on a thread "
+            "with earlier turns is read with them; the same question on a thread whose run "
+            "was cut off resumes it from its last finished step.",
+            show_default=False,
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoint",
+            help="Where threads are kept: a SQLite file (default: $NOTERAG_CHECKPOINT, else "
+            "~/.local/state/noterag/threads.sqlite), a postgres:// URL, or none.",
+            show_default=False,
+        ),
+    ] = None,
     quiet: Annotated[
         bool,
         typer.Option("--quiet", "-q", help="No progress or summary on stderr, only errors."),
@@ -192,6 +211,11 @@ def ask_command(
         }
         # Validate the settings before starting a model: the context dataclass owns the rules.
         context = parse_context(method, context, extra or [])
+        if context.get("human_review", "none") != "none":
+            raise ConfigError(
+                "noterag ask does not pause for a human review: human_review is for apps "
+                "(Agent Chat UI, Python with a checkpointer; docs/embedding.md)"
+            )
         if prompts:
             context["prompts"] = prompt_overrides(method, prompts)
         from noterag.tasks import check_task
@@ -213,11 +237,15 @@ def ask_command(
             chat_model = load_model(
                 model, console, model_settings(timeout, max_retries), check=not skip_model_check
             )
-            graph = noterag.build_graph(method, model=chat_model, retriever=retriever)
             from noterag.models import count_retries
+            from noterag.persistence import open_checkpointer
 
-            with guard.leave_at_once_on_interrupt(), count_retries() as retries:
-                final = run(graph, method, question.strip(), context, console)
+            with open_checkpointer(checkpoint) as saver:
+                graph = noterag.build_graph(
+                    method, model=chat_model, retriever=retriever, checkpointer=saver
+                )
+                with guard.leave_at_once_on_interrupt(), count_retries() as retries:
+                    final = run(graph, method, question.strip(), context, console, thread)
         print_result(final, as_json)
         if html_out is not None:
             write_trace(final, html_out, console, force)
@@ -244,19 +272,31 @@ def load_model(spec: str | None, console: Console, settings: Any = None, check: 
 
 
 def run(
-    graph: Any, method: str, question: str, context: dict[str, Any], console: Console
+    graph: Any,
+    method: str,
+    question: str,
+    context: dict[str, Any],
+    console: Console,
+    thread: str | None = None,
 ) -> dict[str, Any]:
-    """The final state, with what the trace viewer needs from the stream (noterag.trace)."""
+    """The final state, with what the trace viewer needs from the stream (noterag.trace). With
+    a checkpointer, the run is a turn of ``thread`` (a new one when None), checkpointed after
+    every step; a thread whose run of this same question was cut off resumes instead."""
     from noterag.trace import Recorder
 
     progress = Progress(console, method)
     recorder = Recorder()
+    run_input, config = thread_input(graph, question, thread, console)
     # No "messages" mode: it makes every ChatOpenAI call stream (not only the answer's), and
     # streamed replies from llama.cpp and most OpenAI-compatible servers carry no token usage,
     # which would zero the cost report.
     with progress.live():
         for mode, chunk in graph.stream(
-            {"question": question}, context=context, stream_mode=list(Recorder.MODES)
+            run_input,
+            config,
+            context=context,
+            stream_mode=list(Recorder.MODES),
+            durability="sync" if config else None,
         ):
             recorder.feed(mode, chunk)
             if mode == "custom":
@@ -264,6 +304,36 @@ def run(
     if not recorder.final or "answer" not in recorder.final:
         raise NoteragError("the run ended without an answer")
     return recorder.run() | {"method": method}
+
+
+def thread_input(
+    graph: Any, question: str, thread: str | None, console: Console
+) -> tuple[Any, dict[str, Any] | None]:
+    """What ``run`` streams and its config: without a checkpointer, the question; with one, the
+    question as the thread's next user turn, or None (resume) when the thread's last run was
+    asked this question and did not finish."""
+    if graph.checkpointer is None:
+        return {"question": question}, None
+    import uuid
+
+    from langchain_core.messages import HumanMessage
+
+    from noterag.nodes.step import reply_text
+
+    config: dict[str, Any] = {"configurable": {"thread_id": thread or uuid.uuid4().hex}}
+    snapshot = graph.get_state(config)
+    values = snapshot.values or {}
+    asked = {values.get("asked"), values.get("question")}
+    messages = values.get("messages") or []
+    if messages and isinstance(messages[-1], HumanMessage):
+        asked.add(reply_text(messages[-1], sep="\n").strip())
+    if snapshot.next and question in asked:
+        console.print(
+            Text(printable(f"resuming thread {config['configurable']['thread_id']}"), style="dim")
+        )
+        return None, config
+    console.print(Text(printable(f"thread {config['configurable']['thread_id']}"), style="dim"))
+    return {"question": question, "messages": [HumanMessage(question)]}, config
 
 
 def print_result(final: dict[str, Any], as_json: bool) -> None:

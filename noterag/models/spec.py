@@ -15,6 +15,12 @@ A spec is one of
 * ``"local"``: SmolLM2-135M-Instruct served on 127.0.0.1 (``noterag.models.local_server``);
 * ``"hf:<dir>"``: a Hugging Face causal LM run in-process, e.g. one ``noterag align train``
   wrote (``noterag.models.hf``; needs the ``align`` extra);
+* ``"<provider>:<model>"`` for any other provider LangChain's ``init_chat_model`` knows
+  (``anthropic:claude-sonnet-4-5``, ``ollama:qwen2.5``, ...), when ``langchain`` and the
+  provider's package (``langchain-anthropic``, ...) are installed; a one-line hint otherwise;
+* any other Runnable that takes a prompt and returns a message (a chat model wrapped by
+  ``with_retry``, ``with_fallbacks``, ``configurable_fields`` / ``configurable_alternatives``,
+  ``bind``), used as is: noterag's roles and cost accounting read the messages it returns;
 * ``None``: ``$NOTERAG_MODEL``, default ``"local"``.
 """
 
@@ -27,6 +33,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
@@ -44,9 +51,11 @@ __all__ = [
 ]
 
 _ACCEPTED_SPECS = (
-    "a LangChain chat model object, 'openai:<model>', 'openai:<model>@<base_url>', 'hf:<dir>' "
-    "or 'local'"
+    "a LangChain chat model (or a Runnable wrapping one), 'openai:<model>', "
+    "'openai:<model>@<base_url>', '<provider>:<model>' (LangChain's init_chat_model), "
+    "'hf:<dir>' or 'local'"
 )
+_PROVIDER = re.compile(r"^(?P<provider>[a-z][a-z0-9_-]*):(?P<model>\S.*)$")
 _INLINE_URL = re.compile(r"^(?P<model>.+?)@(?P<url>https?://\S+)$")
 # What after a model name's last "@" is a base URL whose scheme was forgotten rather than part
 # of the name (Vertex-style names such as claude-3-5-sonnet@20240620 keep their "@"): a host
@@ -120,14 +129,14 @@ class OpenAICompatibleChat(ChatOpenAI):
 
 
 def load_chat_model(
-    spec: BaseChatModel | str | None = None,
+    spec: Runnable | str | None = None,
     settings: ModelSettings | None = None,
     *,
     base_url: str | None = None,
     api_key: str | None = None,
-) -> BaseChatModel:
+) -> Any:
     """Return a chat model for ``spec`` (see the module docstring for the accepted forms)."""
-    if isinstance(spec, BaseChatModel):
+    if isinstance(spec, Runnable):
         return spec
     settings = settings or ModelSettings.from_env()
     if spec is None:
@@ -151,11 +160,45 @@ def load_chat_model(
                 model, settings, base_url=urls[0], api_key=api_key, replicas=urls
             )
         return _openai_chat_model(model, settings, base_url=base_url or inline_url, api_key=api_key)
+    if match := _PROVIDER.match(spec):
+        return _provider_chat_model(match["provider"], match["model"].strip(), settings)
     raise ConfigError(f"unknown model spec {spec!r}: use {_ACCEPTED_SPECS}")
 
 
+def _provider_chat_model(provider: str, model: str, settings: ModelSettings) -> Any:
+    """``init_chat_model(model, model_provider=provider)`` with noterag's sampling and transport
+    settings; a one-line ConfigError when langchain or the provider's package is missing."""
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError:
+        raise ConfigError(
+            f"model '{provider}:{model}' needs LangChain's init_chat_model: "
+            f"pip install langchain langchain-{provider}"
+        ) from None
+    try:
+        return init_chat_model(
+            model,
+            model_provider=provider,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_tokens=settings.max_tokens,
+            timeout=settings.timeout,
+            max_retries=settings.max_retries,
+        )
+    except ImportError as error:
+        raise ConfigError(
+            f"model '{provider}:{model}' needs its provider package: {one_line(error)}"
+        ) from None
+    except ValueError as error:  # a provider init_chat_model does not know
+        raise ConfigError(f"model '{provider}:{model}': {one_line(error)}") from None
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:300]
+
+
 async def aload_chat_model(
-    spec: BaseChatModel | str | None = None,
+    spec: Runnable | str | None = None,
     settings: ModelSettings | None = None,
     *,
     base_url: str | None = None,

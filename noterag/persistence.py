@@ -1,0 +1,119 @@
+"""Durable threads: the LangGraph checkpointer behind ``noterag ask`` (and any app that wants
+noterag's default).
+
+``open_checkpointer(where)`` is a context manager giving LangGraph's saver for ``where``:
+
+* a file path: SQLite (langgraph-checkpoint-sqlite's ``SqliteSaver``), the default, at
+  ``$NOTERAG_CHECKPOINT`` or else ``$XDG_STATE_HOME/noterag/threads.sqlite``
+  (``~/.local/state/noterag/threads.sqlite``): one process at a time, nothing to run;
+* a ``postgres://`` / ``postgresql://`` URL: Postgres (langgraph-checkpoint-postgres's
+  ``PostgresSaver``, the ``postgres`` extra), for several processes sharing threads;
+* ``"none"``: no checkpointer (a run cannot be resumed).
+
+A run checkpointed after each step (``durability="sync"``) that is killed resumes from its last
+finished step: LangGraph replays no finished node (docs/embedding.md, "Persistence").
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from noterag.errors import ConfigError
+
+NO_CHECKPOINT = "none"
+POSTGRES_SCHEMES = ("postgres://", "postgresql://")
+
+
+def default_location() -> str:
+    """``$NOTERAG_CHECKPOINT``, else the SQLite file under the XDG state directory."""
+    given = os.environ.get("NOTERAG_CHECKPOINT", "").strip()
+    if given:
+        return given
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return str(Path(state) / "noterag" / "threads.sqlite")
+
+
+def describe(where: str) -> str:
+    """Where threads are kept, for a progress line (a Postgres URL without its password)."""
+    if where.startswith(POSTGRES_SCHEMES):
+        from urllib.parse import urlsplit
+
+        url = urlsplit(where)
+        host = url.hostname or ""
+        return f"postgres://{host}{':' + str(url.port) if url.port else ''}{url.path}"
+    return where
+
+
+@contextmanager
+def open_checkpointer(where: str | None = None) -> Iterator[Any]:
+    """LangGraph's checkpointer for ``where`` (None: ``default_location()``), set up and closed
+    with the block; None for ``"none"``."""
+    where = (where if where is not None else default_location()).strip()
+    if not where:
+        raise ConfigError(
+            "the checkpoint location is empty (a SQLite file, a postgres:// URL or none)"
+        )
+    if where.lower() == NO_CHECKPOINT:
+        yield None
+        return
+    if where.startswith(POSTGRES_SCHEMES):
+        with _postgres(where) as saver:
+            yield saver
+        return
+    with _sqlite(Path(where).expanduser()) as saver:
+        yield saver
+
+
+@contextmanager
+def _sqlite(path: Path) -> Iterator[Any]:
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError:
+        raise ConfigError(
+            "SQLite threads need langgraph-checkpoint-sqlite: pip install langgraph-checkpoint-sqlite"
+        ) from None
+    import sqlite3
+
+    if path.is_dir():
+        raise ConfigError(f"the checkpoint location {path} is a directory, not a SQLite file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # the graph's parallel steps write from worker threads; SqliteSaver serialises them
+        conn = sqlite3.connect(str(path), check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")  # a killed writer leaves the file readable
+    except (OSError, sqlite3.Error) as error:
+        raise ConfigError(f"cannot open the checkpoint file {path}: {error}") from None
+    try:
+        saver = SqliteSaver(conn)
+        saver.setup()
+        yield saver
+    finally:
+        conn.close()
+
+
+@contextmanager
+def _postgres(url: str) -> Iterator[Any]:
+    try:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError:
+        raise ConfigError(
+            "Postgres threads need the postgres extra: pip install 'noterag[postgres]' "
+            "(langgraph-checkpoint-postgres, psycopg)"
+        ) from None
+    try:
+        manager = PostgresSaver.from_conn_string(url)
+        saver = manager.__enter__()
+    except (psycopg.Error, OSError) as error:  # the server's own words, on one line
+        raise ConfigError(
+            f"cannot connect to {describe(url)}: {' '.join(str(error).split())[:300]}"
+        ) from None
+    try:
+        saver.setup()
+        yield saver
+    finally:
+        manager.__exit__(None, None, None)
