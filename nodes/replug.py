@@ -51,6 +51,7 @@ from noterag.nodes.step import (
     _asearch,
     both_ways,
     reply_text,
+    retrieval_event,
     to_passage,
 )
 from noterag.spec import Deps
@@ -89,9 +90,12 @@ def retrieve(deps: Deps) -> Runnable:
         deps.prompts[deps.profile(ctx, state).name].answer_for(task)
         return ctx, runtime.stream_writer
 
-    def update(state: Mapping[str, Any], docs: Sequence[Document], writer: Any) -> dict[str, Any]:
+    def update(
+        state: Mapping[str, Any], docs: Sequence[Document], k: int, writer: Any
+    ) -> dict[str, Any]:
         scores = [_score(doc, deps.retriever) for doc in docs]
         found = [to_passage(doc) for doc in docs]
+        writer(retrieval_event(state["question"], k, found))  # what the shared search sends
         writer(
             {
                 "type": "passages",
@@ -105,12 +109,12 @@ def retrieve(deps: Deps) -> Runnable:
     def run_sync(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         ctx, writer = prepare(state)
         docs = deps.retriever.invoke(state["question"], k=ctx.top_k)[: ctx.top_k]
-        return update(state, docs, writer)
+        return update(state, docs, ctx.top_k, writer)
 
     async def run_async(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         ctx, writer = prepare(state)
         docs = (await _asearch(deps.retriever, Search(state["question"], ctx.top_k)))[: ctx.top_k]
-        return update(state, docs, writer)
+        return update(state, docs, ctx.top_k, writer)
 
     return both_ways(run_sync, run_async, name="retrieve")
 
