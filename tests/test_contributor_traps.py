@@ -300,3 +300,14 @@ def test_each_setting_help_shows_the_chosen_methods_default(look_method: Any) ->
     # without --method: --method's default, deepnote, says so
     default = {f.name: f.default for f in fields(METHODS["deepnote"].context)}["max_steps"]
     assert f"(deepnote's default: {default})" in " ".join(cli("ask", "--help").stdout.split())
+
+
+def test_methods_shows_one_method(look_method: Any) -> None:
+    one = cli("methods", "look-once")
+    assert one.exit_code == 0, one.output
+    assert one.stdout.splitlines()[0] == f"look-once — {SPEC.title}"
+    assert "max_steps" in one.stdout and "deepnote" not in one.stdout
+    every = cli("methods")
+    assert one.stdout in every.stdout and len(every.stdout) > len(one.stdout)
+    unknown = cli("methods", "nope")
+    assert unknown.exit_code == 2 and "'nope' is not a method" in unknown.stderr

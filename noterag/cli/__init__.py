@@ -86,7 +86,7 @@ class OneLineUsageErrors(TyperGroup):
 app = typer.Typer(
     name="noterag",
     cls=OneLineUsageErrors,
-    help="Note-centric adaptive RAG (Adaptive-Note, DeepNote) as LangGraph graphs.",
+    help="Note-centric adaptive RAG (Adaptive-Note, DeepNote, Amber, ReSP and their baselines) as LangGraph graphs; `noterag methods` lists them.",
     no_args_is_help=True,
     add_completion=False,
     # Our own handler prints one line per error; typer's pretty tracebacks would bypass it.
@@ -111,7 +111,7 @@ def _root(
         ),
     ] = False,
 ) -> None:
-    """Note-centric adaptive RAG (Adaptive-Note, DeepNote) as LangGraph graphs."""
+    """Note-centric adaptive RAG (Adaptive-Note, DeepNote, Amber, ReSP and their baselines) as LangGraph graphs; `noterag methods` lists them."""
 
 
 # In this order in `noterag --help`.
