@@ -84,7 +84,15 @@ def http_library() -> Any:
     """The package the openai SDK's HTTP clients are built on (httpx, or its successor httpx2)."""
     import openai
 
-    return importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
+    # asked through public names only: which library's Client the SDK's client is
+    for name in ("httpx2", "httpx"):
+        try:
+            library = importlib.import_module(name)
+        except ImportError:
+            continue
+        if issubclass(openai.DefaultHttpxClient, library.Client):
+            return library
+    raise ImportError("the openai SDK's HTTP client is neither httpx2's nor httpx's")
 
 
 @functools.cache
