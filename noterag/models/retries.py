@@ -11,13 +11,14 @@ re-sent attempt to the innermost active ``count_retries()``.
 from __future__ import annotations
 
 import functools
-import importlib
 import ssl
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
+
+from noterag.models.http import http_library
 
 __all__ = ["RETRY_BACKOFF", "RetryCount", "count_retries", "counting_clients"]
 
@@ -78,21 +79,6 @@ def _note_attempt(request: Any) -> None:
 
 async def _anote_attempt(request: Any) -> None:
     _note_attempt(request)
-
-
-def http_library() -> Any:
-    """The package the openai SDK's HTTP clients are built on (httpx, or its successor httpx2)."""
-    import openai
-
-    # asked through public names only: which library's Client the SDK's client is
-    for name in ("httpx2", "httpx"):
-        try:
-            library = importlib.import_module(name)
-        except ImportError:
-            continue
-        if issubclass(openai.DefaultHttpxClient, library.Client):
-            return library
-    raise ImportError("the openai SDK's HTTP client is neither httpx2's nor httpx's")
 
 
 @functools.cache
