@@ -44,6 +44,7 @@ bench: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check noterag graphs nodes prompts retrievers tests bench
 	$(VENV)/bin/ruff format --check noterag graphs nodes prompts retrievers tests bench
+	$(VENV)/bin/lint-imports
 
 # mypy over the package as it installs: noterag/ with graphs/, nodes/, prompts/, retrievers/ as
 # its subpackages (links in .typecheck/, so error paths read .typecheck/noterag/graphs/...).

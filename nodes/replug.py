@@ -52,6 +52,7 @@ from noterag.nodes.step import (
     _asearch,
     both_ways,
     reply_text,
+    retrieval_event,
     to_passage,
 )
 from noterag.spec import Deps
@@ -119,10 +120,11 @@ def retrieve(deps: Deps) -> Runnable:
         return ctx, runtime.stream_writer, prompt_set, demos
 
     def update(
-        state: Mapping[str, Any], docs: Sequence[Document], writer: Any, block: str
+        state: Mapping[str, Any], docs: Sequence[Document], k: int, writer: Any, block: str
     ) -> dict[str, Any]:
         scores = [_score(doc, deps.retriever) for doc in docs]
         found = [to_passage(doc) for doc in docs]
+        writer(retrieval_event(state["question"], k, found))  # what the shared search sends
         writer(
             {
                 "type": "passages",
@@ -142,14 +144,14 @@ def retrieve(deps: Deps) -> Runnable:
         ctx, writer, prompt_set, demos = prepare(state)
         docs = deps.retriever.invoke(state["question"], k=ctx.top_k)[: ctx.top_k]
         tops = [deps.retriever.invoke(question, k=1)[:1] for question, _ in demos]
-        return update(state, docs, writer, demonstration_block(prompt_set, demos, tops))
+        return update(state, docs, ctx.top_k, writer, demonstration_block(prompt_set, demos, tops))
 
     async def run_async(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         ctx, writer, prompt_set, demos = prepare(state)
         searches = [Search(state["question"], ctx.top_k)] + [Search(q, 1) for q, _ in demos]
         found = await asyncio.gather(*(_asearch(deps.retriever, s) for s in searches))
         docs, tops = found[0][: ctx.top_k], [top[:1] for top in found[1:]]
-        return update(state, docs, writer, demonstration_block(prompt_set, demos, tops))
+        return update(state, docs, ctx.top_k, writer, demonstration_block(prompt_set, demos, tops))
 
     return both_ways(run_sync, run_async, name="retrieve")
 

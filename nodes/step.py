@@ -31,11 +31,21 @@ from langgraph.types import Command, Overwrite
 from noterag.context import RunContext, resolve_context, with_configurable
 from noterag.nodes.parsing import count_fallbacks, fell_back
 from noterag.profiles import Profile
-from noterag.spec import Deps, override_prompts
-from noterag.state import Passage, after_update
+from noterag.spec import Deps, MethodError, override_prompts
+from noterag.state import Passage, after_update, declared_keys
 
 # Internal calls must not reach `stream_mode="messages"`: only the answer's tokens do.
 NOSTREAM = "nostream"
+
+# The custom event the engine sends for every search, with the passages' text (the trace page
+# and ``noterag ask --json`` read the text from it: the state keeps ids only, and a method's own
+# steps may rewrite or drop what they read).
+RETRIEVAL = "retrieval"
+
+
+def retrieval_event(query: str, k: int, passages: list[Passage]) -> dict[str, Any]:
+    """The ``{"type": "retrieval", ...}`` event of one search: its query, k and passages."""
+    return {"type": RETRIEVAL, "query": query, "k": k, "passages": [dict(p) for p in passages]}
 
 
 @dataclass(frozen=True)
@@ -191,6 +201,13 @@ def capped(passages: list[Passage], limit: int | None) -> list[Passage]:
     return out
 
 
+def searched(env: Env, search: Search, docs: list[Any]) -> list[Passage]:
+    """The passages a search found (capped as the run says), announced as a retrieval event."""
+    found = capped([to_passage(d) for d in docs[: search.k]], env.passage_cap)
+    env.emit(retrieval_event(search.query, search.k, found))
+    return found
+
+
 class _Tally:
     """Cost of one node run, added to the state's cost fields: its model calls and tokens, and
     the replies its parsers could not read (``fallbacks``, bound to ``count_fallbacks`` while
@@ -272,12 +289,14 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
 
     def finish(state: dict[str, Any], env: Env, update: Any, cost: dict[str, Any]) -> Any:
         if isinstance(update, Command):
+            check_update(deps, step.__name__, dict(update.update or {}))
             return Command(
                 graph=update.graph,
                 goto=update.goto,
                 resume=update.resume,
                 update=with_cost(dict(update.update or {}), cost),
             )
+        check_update(deps, step.__name__, update)
         update = with_cost(update, cost)
         if then is None:
             return update
@@ -300,7 +319,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
         def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
                 docs = deps.retriever.invoke(effect.query, k=effect.k)
-                return capped([to_passage(d) for d in docs[: effect.k]], env.passage_cap)
+                return searched(env, effect, docs)
             message = as_message(
                 deps.model_for(effect.stage, stream=effect.stream).invoke(
                     effect.prompt,
@@ -330,7 +349,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
         async def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
                 docs = await _asearch(deps.retriever, effect)
-                return capped([to_passage(d) for d in docs[: effect.k]], env.passage_cap)
+                return searched(env, effect, docs)
             message = as_message(
                 await deps.model_for(effect.stage, stream=effect.stream).ainvoke(
                     effect.prompt,
@@ -415,6 +434,20 @@ class StepRunnable(RunnableLambda):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         return await self._abody(input, **self._kwargs(config))
+
+
+def check_update(deps: Deps, step: str, update: Mapping[str, Any]) -> None:
+    """Refuse an update key the method's state does not declare: LangGraph drops such a key
+    without a word, and nothing can tell before the step runs."""
+    declared = declared_keys(deps.state_schema)
+    if declared is None:
+        return
+    unknown = [key for key in update if key not in declared]
+    if unknown:
+        raise MethodError(
+            f"{deps.method}: step {step!r} wrote {', '.join(map(repr, unknown))}, which its state "
+            f"{deps.state_schema.__name__} does not declare; add it to the state schema"
+        )
 
 
 def both_ways(func: Callable[..., Any], afunc: Callable[..., Any], *, name: str) -> Runnable:

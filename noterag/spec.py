@@ -28,7 +28,7 @@ from noterag.context import RunContext
 from noterag.errors import ConfigError
 from noterag.profiles import PAPER, Profile, get_profile, original_profile
 from noterag.prompts.template import Prompt
-from noterag.state import QuestionInput
+from noterag.state import QuestionInput, declared_keys
 
 if TYPE_CHECKING:
     # langgraph-api resolves the factory's annotation by this name to tell a runtime
@@ -40,6 +40,11 @@ CONDENSE_ROLE = "condense_question"
 
 # An event of stream_mode="custom" -> the line the CLI prints for it (None: print nothing)
 ProgressLine = Callable[[Mapping[str, Any]], Any]
+
+
+class MethodError(ConfigError):
+    """A method's declaration and its steps disagree (a stage no model role serves, a step
+    writing a key its state does not declare): a bug in the method, named in one line."""
 
 
 def copy_chat_model(model: Any, **update: Any) -> Any:
@@ -109,8 +114,11 @@ class Deps:
     # stage -> model role where one role serves several stages (ReSP's reasoner: judge, plan);
     # a stage not listed is its own role
     stage_roles: Mapping[str, str] = field(default_factory=dict)
-    # the method's state schema: how a step's update merges (noterag.state.after_update)
+    # the method's state schema: how a step's update merges (noterag.state.after_update), and
+    # the keys a step may write (``dict``: any)
     state_schema: type = dict
+    # the method's model roles (MethodSpec.roles); empty: any stage takes the default model
+    roles: tuple[str, ...] = ()
     _quiet: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def profile(self, ctx: Any, state: Mapping[str, Any]) -> Profile:
@@ -132,6 +140,12 @@ class Deps:
         ``stream_mode="messages"`` LangGraph would otherwise make every call stream, and the
         streamed replies of many endpoints carry no token usage."""
         role = self.stage_roles.get(stage, stage)
+        if self.roles and role not in self.roles:
+            # else the stage would quietly take the default model, whatever <role>_model= says
+            raise MethodError(
+                f"{self.method}: stage {stage!r} has no model role; declare it in the method's "
+                f"roles or map it in stage_roles (roles: {', '.join(self.roles)})"
+            )
         model = self.models.get(role) or self.models["default"]
         if stream:
             return model
@@ -182,6 +196,11 @@ class MethodSpec:
     def profiles(self) -> tuple[str, ...]:
         return tuple(self.prompts)
 
+    @property
+    def output_keys(self) -> frozenset[str]:
+        """The fields of what a run returns (``output``): what ``noterag ask --json`` prints."""
+        return declared_keys(self.output) or frozenset()
+
     def bind(
         self,
         model: Any = None,
@@ -197,6 +216,7 @@ class MethodSpec:
 
         if "official" in self.prompts and self.official_code is None:
             raise ConfigError(f"{self.name} has official prompts but names no official_code")
+        check_stage_roles(self)
 
         # every method's question step may rewrite a follow-up (nodes.question): its own role
         known = {f"{role}_model": role for role in (*self.roles, CONDENSE_ROLE)}
@@ -226,6 +246,7 @@ class MethodSpec:
             ),
             stage_roles=self.stage_roles,
             state_schema=self.state,
+            roles=self.roles,
         )
 
     def build(
@@ -306,6 +327,18 @@ def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> Non
     graph.nodes["answer"].ends = ("review_answer",)
     graph.add_node("review_answer", cast(Any, node(review_answer, deps)))
     graph.add_edge("review_answer", END)
+
+
+def check_stage_roles(spec: MethodSpec) -> None:
+    """``stage_roles`` maps stages to declared roles only (a stage that is itself a role needs
+    no entry); a stage a step asks for that no role serves fails at its first call
+    (``Deps.model_for``): steps name their stages as they run."""
+    for stage, role in spec.stage_roles.items():
+        if role not in spec.roles:
+            raise MethodError(
+                f"{spec.name}: stage_roles maps stage {stage!r} to {role!r}, which is not one of "
+                f"its roles ({', '.join(spec.roles)})"
+            )
 
 
 def resolve_retriever(retriever: Any) -> BaseRetriever:

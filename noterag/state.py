@@ -48,6 +48,14 @@ def reducers(schema: type) -> dict[str, Callable[[Any, Any], Any]]:
     return found
 
 
+@functools.cache
+def declared_keys(schema: type) -> frozenset[str] | None:
+    """The keys a state schema declares (None for ``dict``: any key)."""
+    if schema is dict:
+        return None
+    return frozenset(get_type_hints(schema))
+
+
 def after_update(
     schema: type, state: Mapping[str, Any], update: Mapping[str, Any]
 ) -> dict[str, Any]:

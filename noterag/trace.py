@@ -26,7 +26,7 @@ import functools
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from markupsafe import Markup
 
 from noterag._fs import atomic_write_text, check_output_file, file_starts_with
 from noterag.errors import NoteragError
+from noterag.nodes.step import RETRIEVAL
 
 
 class TraceInputError(NoteragError):
@@ -46,12 +47,14 @@ class TraceInputError(NoteragError):
 
 class Recorder:
     """Collects what the trace viewer needs while a graph streams with ``MODES``: the final
-    state (``values``), the passages' text (the nodes' ``updates``: the output state keeps only
-    ids) and the custom events."""
+    state (``values``), the passages' text (the engine's ``retrieval`` events: the output state
+    keeps only ids) and the method's own custom events."""
 
-    MODES = ("custom", "updates", "values")
+    MODES = ("custom", "values")
 
-    def __init__(self) -> None:
+    def __init__(self, keys: Collection[str] | None = None) -> None:
+        # the fields of the final state kept (a method's output schema), None: all
+        self.keys = keys
         self.final: dict[str, Any] | None = None
         self.passages: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
@@ -59,18 +62,18 @@ class Recorder:
 
     def feed(self, mode: str, chunk: Any) -> None:
         if mode == "values":
-            self.final = dict(chunk)
+            # the values stream carries the whole state, the loop's working fields too
+            keys = self.keys
+            self.final = dict(chunk) if keys is None else {k: chunk[k] for k in chunk if k in keys}
         elif mode == "custom" and isinstance(chunk, dict):
-            self.events.append(chunk)
-        elif mode == "updates" and isinstance(chunk, dict):
-            for update in chunk.values():
-                if not isinstance(update, dict):
-                    continue
-                # First text wins: retrieval comes before Amber's sentence filter rewrites it
-                # (the extracted sentences are in the events).
-                for passage in update.get("passages") or []:
-                    if isinstance(passage, dict) and "id" in passage:
-                        self.passages.setdefault(str(passage["id"]), dict(passage))
+            if chunk.get("type") != RETRIEVAL:
+                self.events.append(chunk)
+                return
+            # First text wins: the text as retrieved (Amber's sentence filter rewrites it later;
+            # the extracted sentences are in its events).
+            for passage in chunk.get("passages") or []:
+                if isinstance(passage, dict) and "id" in passage:
+                    self.passages.setdefault(str(passage["id"]), dict(passage))
 
     def run(self, **meta: Any) -> dict[str, Any]:
         """The final state with ``retrieved``, ``events`` and ``elapsed_s`` (and ``meta``)."""
@@ -85,9 +88,16 @@ class Recorder:
         )
 
 
-def record(graph: Any, question: str, context: Any = None, **meta: Any) -> dict[str, Any]:
-    """Run ``graph`` on ``question`` and return the recorded run (for ``render_html``)."""
-    recorder = Recorder()
+def record(
+    graph: Any,
+    question: str,
+    context: Any = None,
+    keys: Collection[str] | None = None,
+    **meta: Any,
+) -> dict[str, Any]:
+    """Run ``graph`` on ``question`` and return the recorded run (for ``render_html``), with
+    only the ``keys`` of its final state when given (a method's ``output_keys``)."""
+    recorder = Recorder(keys)
     for mode, chunk in graph.stream(
         {"question": question}, context=context, stream_mode=list(Recorder.MODES)
     ):

@@ -357,6 +357,13 @@ def generator_prompt(note: str, question: str = QUESTION) -> str:
     )
 
 
+def method_events(events: Iterable[Any]) -> list[Any]:
+    """The custom events a method's steps send: without the engine's own ``retrieval`` event of
+    each search (tests/test_contributor_traps.py checks those)."""
+    return [e for e in events if not (isinstance(e, dict) and e.get("type") == "retrieval")]
+
+
 def custom_events(graph: Any, graph_input: dict[str, Any]) -> list[dict[str, Any]]:
-    """The events a run sends to stream_mode="custom", in order."""
-    return [e for mode, e in graph.stream(graph_input, stream_mode=["custom"]) if mode == "custom"]
+    """The events a method's steps send to stream_mode="custom", in order (``method_events``)."""
+    stream = graph.stream(graph_input, stream_mode=["custom"])
+    return method_events(e for mode, e in stream if mode == "custom")

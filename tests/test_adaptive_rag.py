@@ -23,7 +23,14 @@ from noterag.models.runnable import RunnableModel
 from noterag.nodes.adaptive_rag import parse_complexity
 from noterag.prompts import baselines
 from noterag.prompts import ircot as ircot_prompts
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    method_events,
+    passages,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
 FACT = "The Velmora Bridge was designed by the architect Aurelio Fenwick."
@@ -378,6 +385,7 @@ def test_events_say_the_class_first_and_the_cli_line_reads_it():
     events = [
         chunk for chunk in graph.stream({"question": QUESTION}, context=SHORT, stream_mode="custom")
     ]
+    events = method_events(events)
     assert events[0] == {
         "type": "complexity",
         "complexity": "C",

@@ -22,7 +22,7 @@ from noterag.graphs import amber
 from noterag.nodes.parsing import Verdict, parse_new_question, parse_nli
 from noterag.prompts import adaptive_note
 from noterag.prompts import amber as amber_prompts
-from scripted import KeywordRetriever, ScriptedModel
+from scripted import KeywordRetriever, ScriptedModel, method_events
 
 USEFUL, USELESS = '{"NLI result":"useful"}', '{"NLI result":"useless"}'
 TRUE, FALSE = '{"status": "True"}', '{"status": "False"}'
@@ -467,6 +467,7 @@ def test_stream_reports_each_decision_and_only_answer_tokens():
         {"question": QUESTION}, context={"top_k": 3}, stream_mode=["custom", "messages"]
     ):
         (custom if mode == "custom" else messages).append(chunk)
+    custom = method_events(custom)
     kinds = [e["type"] for e in custom]
     assert kinds == [
         "passages",

@@ -14,7 +14,7 @@ from test_resp import CORPUS, QUESTION, RecordingRetriever  # ReSP's small corpu
 from noterag.errors import ConfigError
 from noterag.graphs import no_retrieval, vanilla
 from noterag.prompts import baselines
-from scripted import KeywordRetriever, ScriptedModel
+from scripted import KeywordRetriever, ScriptedModel, method_events
 
 
 class RefusingRetriever(BaseRetriever):
@@ -141,6 +141,7 @@ def test_only_answer_tokens_stream():
     custom, messages = [], []
     for mode, chunk in g.stream({"question": QUESTION}, stream_mode=["custom", "messages"]):
         (custom if mode == "custom" else messages).append(chunk)
+    custom = method_events(custom)
     assert [e["type"] for e in custom] == ["passages", "answer"]
     assert "".join(str(m.content) for m, _ in messages) == "the Serrow"
 

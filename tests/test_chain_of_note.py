@@ -19,6 +19,7 @@ from scripted import (
     RecordingRetriever,
     ScriptedModel,
     generator_prompt,
+    method_events,
     numbered,
     official_refs,
     passages,
@@ -134,6 +135,7 @@ def test_progress_events_and_the_streamed_answer():
     tokens: list[Any] = []
     for mode, chunk in graph.stream({"question": QUESTION}, stream_mode=["custom", "messages"]):
         (custom if mode == "custom" else tokens).append(chunk)
+    custom = method_events(custom)
     assert [e["type"] for e in custom] == ["passages", "reading_notes", "answer"]
     assert custom[1] == {"type": "reading_notes", "step": 0, "passages": 5, "notes": NOTES}
     assert {meta["langgraph_node"] for _, meta in tokens} == {"answer"}

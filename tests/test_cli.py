@@ -135,9 +135,12 @@ def test_help_documents_every_option(command: str, expected: list[str]) -> None:
 
 
 def test_help_names_the_method_defaults() -> None:
-    # --max-failures defaults differ per method (DeepNote 2, Adaptive-Note 1): say both.
+    # --max-failures defaults differ per method: the help says the chosen method's (--method's
+    # default without one); tests/test_contributor_traps.py checks every method's
     text = " ".join(cli("ask", "--help").stdout.split())
-    assert "DeepNote 2" in text and "Adaptive-Note 1" in text
+    assert "rejected (deepnote's default: 2)" in text
+    text = " ".join(cli("ask", "--method", "adaptive-note", "--help").stdout.split())
+    assert "rejected (adaptive-note's default: 1)" in text
 
 
 # --------------------------------------------------------------------------- one-line errors

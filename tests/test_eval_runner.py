@@ -575,15 +575,16 @@ def test_compare_command_prints_the_table_and_writes_the_plot(
     assert "not an evaluation run" in one_error_line(cli("compare", str(tmp_path / "nope")))
 
 
-def test_compare_writes_compare_png_in_the_current_directory_by_default(
+def test_compare_writes_compare_png_in_the_first_run_directory_by_default(
     dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     evaluate("vanilla", dataset, tmp_path / "run", ScriptedModel(script={"answer": "x"}))
     monkeypatch.chdir(tmp_path)
     assert cli("compare", "run", "--no-plot").exit_code == 0
-    assert not (tmp_path / "compare.png").exists()
+    assert not (tmp_path / "run" / "compare.png").exists()
     assert cli("compare", "run").exit_code == 0
-    assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "run" / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "compare.png").exists()  # never the current directory
 
 
 def test_corpus_from_pools_a_datasets_paragraphs(tmp_path: Path) -> None:

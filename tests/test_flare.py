@@ -29,6 +29,7 @@ from scripted import (
     KeywordRetriever,
     RecordingRetriever,
     ScriptedModel,
+    method_events,
     passages,
     run_over,
 )
@@ -487,6 +488,7 @@ def test_each_decision_is_one_progress_event():
     events = [
         e for _, e in graph.stream({"question": QUESTION}, context=SHORT, stream_mode=["custom"])
     ]
+    events = method_events(events)
     assert [(e["type"], e.get("step")) for e in events] == [
         ("passages", 0), ("look_ahead", 0), ("passages", 0), ("sentence", 0), ("look_ahead", 1),
         ("answer", None),

@@ -18,6 +18,7 @@ from scripted import (
     VELMORA_ROWS,
     KeywordRetriever,
     ScriptedModel,
+    method_events,
     passages,
     velmora_script,
 )
@@ -389,6 +390,7 @@ def test_stream_reports_progress_and_only_answer_tokens():
         {"question": QUESTION}, context={"max_steps": 2}, stream_mode=["custom", "messages"]
     ):
         (custom if mode == "custom" else messages).append(chunk)
+    custom = method_events(custom)
     kinds = [e["type"] for e in custom]
     assert kinds[:2] == ["passages", "note"] and kinds[-1] == "answer"
     assert [e["accepted"] for e in custom if e["type"] == "verdict"] == [True, False]

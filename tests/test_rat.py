@@ -20,7 +20,14 @@ from noterag.nodes.rat import split_draft
 from noterag.profiles import numbered_passages
 from noterag.prompts import rat as rat_prompts
 from noterag.prompts.vendored import original_source, original_text
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    method_events,
+    passages,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
 T1 = "The Velmora Bridge was designed by an architect."
@@ -279,6 +286,7 @@ def test_events_and_only_the_answer_streams():
         {"question": QUESTION}, context={"max_steps": 2}, stream_mode=["custom", "messages"]
     ):
         (custom if mode == "custom" else messages).append(chunk)
+    custom = method_events(custom)
     assert [e["type"] for e in custom] == [
         "draft",
         "query", "passages", "revision",

@@ -23,7 +23,14 @@ from noterag.nodes.parsing import count_fallbacks
 from noterag.nodes.react import lookup_list, parse_action, parse_final_answer, parse_thought_action
 from noterag.prompts import react as react_prompts
 from noterag.prompts.vendored import original_source, original_text
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    method_events,
+    passages,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
 HEAD = react_prompts.INSTRUCTION + react_prompts.EXAMPLES + f"Question: {QUESTION}\n"
@@ -443,6 +450,7 @@ def test_events_and_only_the_answer_streams(finish: bool):
         {"question": QUESTION}, context={"max_steps": 2}, stream_mode=["custom", "messages"]
     ):
         (custom if mode == "custom" else messages).append(chunk)
+    custom = method_events(custom)
     kinds = [e["type"] for e in custom]
     assert kinds == ["thought", "observation", "thought", "observation", "answer"]
     assert custom[1]["passages"] == [

@@ -21,7 +21,14 @@ from noterag.graphs import recomp
 from noterag.nodes import recomp as steps
 from noterag.prompts import baselines
 from noterag.retrievers.extras import MissingExtraError
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    method_events,
+    passages,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
 # the question's top 5 by the keyword retriever, in rank order
@@ -261,6 +268,7 @@ def test_ainvoke_takes_the_same_path(compression: str):
 def test_events_and_the_cli_line():
     g = graph(ScriptedModel(script={"summarize": SUMMARY, "answer": "1871"}))
     events = list(g.stream({"question": QUESTION}, stream_mode="custom"))
+    events = method_events(events)
     assert [e["type"] for e in events] == ["passages", "compressed", "answer"]
     words = sum(len(TEXT[p].split()) for p in TOP5)
     assert events[1] == {

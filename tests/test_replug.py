@@ -22,7 +22,7 @@ from noterag.errors import ConfigError
 from noterag.graphs import replug
 from noterag.nodes import replug as steps
 from noterag.nodes.logprobs import LogprobsUnavailableError, Token
-from scripted import QUESTION, ScriptedModel
+from scripted import QUESTION, ScriptedModel, method_events
 
 TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]")
 # three passages; the answer each pass gives is scripted by the passage it reads
@@ -339,6 +339,7 @@ def test_the_ensemble_is_one_progress_event():
         model=hand_worked_model(), retriever=ScoredRetriever(scores=[2.0, 1.0, 0.0])
     )
     events = [e for _, e in graph.stream({"question": QUESTION}, stream_mode=["custom"])]
+    events = method_events(events)
     assert [e["type"] for e in events] == ["passages", "ensemble", "answer"]
     line = str(replug.SPEC.progress["ensemble"](events[1]))
     assert line == "ensemble: Lise Ambrath 0.330 · Aurelio Fenwick 0.303"

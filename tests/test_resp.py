@@ -23,6 +23,7 @@ from scripted import (
     RendezvousModel,
     ScriptedModel,
     invoke_by,
+    method_events,
     passages,
 )
 
@@ -340,6 +341,7 @@ def test_stream_reports_each_decision_and_only_answer_tokens():
         {"question": QUESTION}, stream_mode=["custom", "messages"]
     ):
         (custom if mode == "custom" else messages).append(chunk)
+    custom = method_events(custom)
     assert [(e["type"], e["step"]) for e in custom if e["type"] != "answer"] == [
         ("passages", 0), ("summaries", 0), ("judgment", 0), ("sub_question", 1),
         ("passages", 1), ("summaries", 1), ("judgment", 1),

@@ -31,6 +31,7 @@ from scripted import (
     RendezvousModel,
     ScriptedModel,
     invoke_by,
+    method_events,
     passages,
     usage,
 )
@@ -659,6 +660,7 @@ def test_stream_reports_each_decision_and_the_answer_once():
         {"question": QUESTION}, stream_mode=["custom", "messages"]
     ):
         (custom if mode == "custom" else messages).append(chunk)
+    custom = method_events(custom)
     assert [e["type"] for e in custom] == ["retrieval_decision", "passages", "segments", "answer"]
     decision = custom[0]
     assert (decision["mode"], decision["retrieve"], decision["threshold"]) == (

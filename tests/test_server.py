@@ -11,6 +11,7 @@ import pytest
 
 import noterag
 from noterag.methods import context_schema
+from scripted import method_events
 
 pytestmark = pytest.mark.server
 
@@ -58,7 +59,7 @@ def test_deepnote_run_streams_notes_verdicts_and_the_answer(server: str) -> None
     )
     errors = [part.data for part in parts if part.event == "error"]
     assert not errors, errors
-    custom = [part.data for part in parts if part.event == "custom"]
+    custom = method_events(part.data for part in parts if part.event == "custom")
     kinds = [event["type"] for event in custom]
 
     first = custom[0]
@@ -118,7 +119,7 @@ def test_every_method_streams_a_run_to_its_answer(server: str, graph_id: str) ->
     )
     errors = [part.data for part in parts if part.event == "error"]
     assert not errors, errors
-    custom = [part.data for part in parts if part.event == "custom"]
+    custom = method_events(part.data for part in parts if part.event == "custom")
     assert custom and custom[-1]["type"] == "answer", [e["type"] for e in custom]
     if graph_id != "no-retrieval":
         assert custom[0]["type"] == "passages"

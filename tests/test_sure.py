@@ -19,7 +19,14 @@ from noterag.graphs import sure
 from noterag.nodes.parsing import count_fallbacks
 from noterag.nodes.sure import parse_candidates, parse_preference, parse_validity, select
 from noterag.prompts import sure as sure_prompts
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    method_events,
+    passages,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
 SUMMARY = "Summary for ({}): the passages support it."
@@ -519,6 +526,7 @@ def test_stream_reports_each_decision_and_the_answer_once():
         {"question": QUESTION}, stream_mode=["custom", "messages"]
     ):
         (custom if mode == "custom" else messages).append(chunk)
+    custom = method_events(custom)
     assert [e["type"] for e in custom] == [
         "passages", "candidates", "candidate_summaries", "selection", "answer",
     ]  # fmt: skip

@@ -25,9 +25,13 @@ from langgraph.graph import END, START, StateGraph
 from test_amber import script as amber_script
 from test_cli import assert_one_error_line, cli
 
+from noterag.context import RunContext
 from noterag.eval.runner import result_row
 from noterag.graphs import adaptive_note, amber, deepnote, no_retrieval, vanilla
 from noterag.methods import METHODS
+from noterag.nodes.step import Env, Search, StepGen
+from noterag.nodes.step import node as step_node
+from noterag.spec import Deps
 from noterag.trace import (
     LAYOUTS,
     TraceInputError,
@@ -372,7 +376,6 @@ class ToyState(TypedDict, total=False):
     question: str
     answer: str
     trace: list[dict[str, Any]]
-    passages: list[dict[str, str]]
     passage_ids: list[str]
     llm_calls: int
     prompt_tokens: int
@@ -381,20 +384,21 @@ class ToyState(TypedDict, total=False):
 
 def toy_run(method: str = "toy") -> dict[str, Any]:
     """A method that exists only in this test: one guess over the retrieved passages. Its
-    trace entries carry a "sub_question", the key that once made the viewer draw ReSP."""
+    trace entries carry a "sub_question", the key that once made the viewer draw ReSP. Its
+    state has no ``passages`` field: the page gets the text from the engine's search."""
     retriever = KeywordRetriever(passages=CORPUS, k=2)
 
-    def guess(state: ToyState) -> ToyState:
-        docs = retriever.invoke("When was Aurelio Fenwick born?")
-        found = [{"id": d.id, "title": d.metadata["title"], "text": d.page_content} for d in docs]
+    def guess(state: dict[str, Any], env: Env) -> StepGen:
+        found = yield Search("When was Aurelio Fenwick born?", 2)
         entry = {"step": 0, "sub_question": "born?", "guess": f"{SCRIPT_TAG} 1871",
                  "passage_ids": [p["id"] for p in found], "sure": False, "llm_calls": 1}  # fmt: skip
-        return {"answer": "1871", "trace": [entry], "passages": found,
-                "passage_ids": entry["passage_ids"], "llm_calls": 1, "prompt_tokens": 1234,
-                "completion_tokens": 5}  # fmt: skip
+        return {"answer": "1871", "trace": [entry], "passage_ids": entry["passage_ids"],
+                "llm_calls": 1, "prompt_tokens": 1234, "completion_tokens": 5}  # fmt: skip
 
+    deps = Deps(method=method, models={}, retriever=retriever, prompts={"paper": None},
+                context_schema=RunContext, state_schema=ToyState)  # fmt: skip
     graph = StateGraph(ToyState)
-    graph.add_node("guess", guess)
+    graph.add_node("guess", step_node(guess, deps))
     graph.add_edge(START, "guess")
     graph.add_edge("guess", END)
     return record(graph.compile(), QUESTION, method=method)

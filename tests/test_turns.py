@@ -19,7 +19,7 @@ from test_eval_runner import read_rows, retriever, write_dataset
 from noterag.errors import ConfigError
 from noterag.eval import run_eval
 from noterag.models import load_chat_model
-from noterag.models.retries import http_library
+from noterag.models.http import http_library
 from noterag.models.turns import (
     ModelTurns,
     question_turns,

@@ -98,6 +98,9 @@ function setMemory(text, caption) {
 }
 
 function addEvent(event) {
+  // The engine's record of each search, with the passages' whole text (for trace pages): the
+  // method's own "passages" event already shows what was read.
+  if (event.type === "retrieval") return;
   const item = el("li", "event");
   item.dataset.type = event.type;
   const body = el("div", "body");

@@ -3,7 +3,7 @@
     noterag index corpus.jsonl --out my-index
     noterag ask "In which year was the architect of the Velmora Bridge born?" --index my-index
 
-Progress goes to stderr and the answer (or ``--json``, the final state) to stdout, so
+Progress goes to stderr and the answer (or ``--json``, the method's output) to stdout, so
 ``noterag ask ... > answer.txt`` captures just the answer. Every error ends the command with
 exactly one ``error: ...`` line on stderr and nothing on stdout, never a traceback or a boxed
 panel: exit code 2 when the command line cannot be parsed (an unknown option or command, a
@@ -36,6 +36,7 @@ from noterag.cli.errors import typer_click, usage_error_line
 from noterag.cli.eval import compare_command, eval_command, merge_command
 from noterag.cli.index import index_command
 from noterag.cli.local import LocalModelGuard
+from noterag.cli.method_help import MethodCommand
 from noterag.cli.methods import methods_command
 from noterag.cli.reproduce import reproduce_command
 from noterag.cli.trace import trace_command
@@ -86,7 +87,7 @@ class OneLineUsageErrors(TyperGroup):
 app = typer.Typer(
     name="noterag",
     cls=OneLineUsageErrors,
-    help="Note-centric adaptive RAG (Adaptive-Note, DeepNote) as LangGraph graphs.",
+    help="Note-centric adaptive RAG (Adaptive-Note, DeepNote, Amber, ReSP and their baselines) as LangGraph graphs; `noterag methods` lists them.",
     no_args_is_help=True,
     add_completion=False,
     # Our own handler prints one line per error; typer's pretty tracebacks would bypass it.
@@ -111,13 +112,13 @@ def _root(
         ),
     ] = False,
 ) -> None:
-    """Note-centric adaptive RAG (Adaptive-Note, DeepNote) as LangGraph graphs."""
+    """Note-centric adaptive RAG (Adaptive-Note, DeepNote, Amber, ReSP and their baselines) as LangGraph graphs; `noterag methods` lists them."""
 
 
 # In this order in `noterag --help`.
 app.command("index")(index_command)
 app.command("methods")(methods_command)
-app.command("ask")(ask_command)
+app.command("ask", cls=MethodCommand)(ask_command)
 app.command("trace")(trace_command)
 app.command("eval")(eval_command)
 app.command("compare")(compare_command)

@@ -1,6 +1,6 @@
 """``noterag ask``: answer one question, streaming the method's progress to stderr.
 
-Progress goes to stderr and the answer (or ``--json``, the final state) to stdout, so
+Progress goes to stderr and the answer (or ``--json``, the method's output) to stdout, so
 ``noterag ask ... > answer.txt`` captures just the answer.
 """
 
@@ -29,7 +29,6 @@ from noterag.cli.options import (
     SkipModelCheckOption,
     Task,
     TimeoutOption,
-    context_default,
     method_option,
     model_settings,
     parse_context,
@@ -47,7 +46,7 @@ from noterag.cli.render import (
 from noterag.cli.trace import ForceOption, write_trace
 from noterag.context import check_question_size, resolve_context
 from noterag.errors import ConfigError, NoteragError
-from noterag.methods import context_schema
+from noterag.methods import METHODS, context_schema
 
 
 def ask_command(
@@ -60,7 +59,7 @@ def ask_command(
         int | None,
         typer.Option(
             "--top-k",
-            help=f"Passages retrieved per query ({context_default('top_k')}).",
+            help="Passages retrieved per query ({default}).",
             show_default=False,
         ),
     ] = None,
@@ -68,7 +67,7 @@ def ask_command(
         int | None,
         typer.Option(
             "--max-steps",
-            help=f"Stop after this many note-update steps ({context_default('max_steps')}).",
+            help="Stop after this many steps of the method's loop ({default}).",
             show_default=False,
         ),
     ] = None,
@@ -76,8 +75,7 @@ def ask_command(
         int | None,
         typer.Option(
             "--max-failures",
-            help="Stop after this many steps whose new note was rejected "
-            f"({context_default('max_failures')}).",
+            help="Stop after this many steps whose new note was rejected ({default}).",
             show_default=False,
         ),
     ] = None,
@@ -86,7 +84,7 @@ def ask_command(
         typer.Option(
             "--max-passages",
             help="Stop once this many distinct passages were retrieved, the first ones included "
-            f"({context_default('max_passages')}).",
+            "({default}).",
             show_default=False,
         ),
     ] = None,
@@ -95,7 +93,7 @@ def ask_command(
         typer.Option(
             "--task",
             help="Answer style: multihop (short answer), asqa (long form), strategyqa (yes/no), "
-            f"crud (Adaptive-Note only) ({context_default('task')}).",
+            "crud (Adaptive-Note only) ({default}).",
             show_default=False,
         ),
     ] = None,
@@ -104,7 +102,7 @@ def ask_command(
         typer.Option(
             "--profile",
             help="paper: the papers' method; official: reproduce the official code's behaviour "
-            f"({context_default('profile')}).",
+            "({default}).",
             show_default=False,
         ),
     ] = None,
@@ -149,7 +147,9 @@ def ask_command(
     as_json: Annotated[
         bool,
         typer.Option(
-            "--json", help="Print the final state (answer, note, trace, costs) as JSON on stdout."
+            "--json",
+            help="Print the run as JSON on stdout: the method's output (answer, note, trace, "
+            "costs), the passages read and the progress events (what `noterag trace` renders).",
         ),
     ] = False,
     html_out: Annotated[
@@ -279,13 +279,14 @@ def run(
     console: Console,
     thread: str | None = None,
 ) -> dict[str, Any]:
-    """The final state, with what the trace viewer needs from the stream (noterag.trace). With
-    a checkpointer, the run is a turn of ``thread`` (a new one when None), checkpointed after
-    every step; a thread whose run of this same question was cut off resumes instead."""
+    """The method's output, with what the trace viewer needs from the stream (noterag.trace).
+    With a checkpointer, the run is a turn of ``thread`` (a new one when None), checkpointed
+    after every step; a thread whose run of this same question was cut off resumes instead."""
     from noterag.trace import Recorder
 
     progress = Progress(console, method)
-    recorder = Recorder()
+    # what the method declares it returns, not the loop's working fields
+    recorder = Recorder(METHODS[method].output_keys)
     run_input, config = thread_input(graph, question, thread, console)
     # No "messages" mode: it makes every ChatOpenAI call stream (not only the answer's), and
     # streamed replies from llama.cpp and most OpenAI-compatible servers carry no token usage,

@@ -212,9 +212,14 @@ def compare_command(
         typer.Argument(help="Run directories written by `noterag eval`.", show_default=False),
     ],
     plot_path: Annotated[
-        Path,
-        typer.Option("--plot", help="Where to write the quality-versus-cost PNG."),
-    ] = Path("compare.png"),
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Where to write the quality-versus-cost PNG. Default: compare.png in the first "
+            "run directory (never the current directory: a checkout stays clean).",
+            show_default=False,
+        ),
+    ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Only print the table.")] = False,
     x: Annotated[
         PlotX,
@@ -271,6 +276,9 @@ def compare_command(
         click.echo(printable(compare(run_dirs, significance)), nl=False)
         if not no_plot:
             written = plot(
-                run_dirs, plot_path, x="llm_calls" if x is PlotX.calls else "tokens", force=force
+                run_dirs,
+                plot_path if plot_path is not None else run_dirs[0] / "compare.png",
+                x="llm_calls" if x is PlotX.calls else "tokens",
+                force=force,
             )
             console.print(Text(printable(f"plot written to {written}"), style="dim"))

@@ -4,10 +4,13 @@ profiles, model roles and prompts, and its settings (for ``--context KEY=VALUE``
 from __future__ import annotations
 
 from dataclasses import MISSING, fields
+from typing import Annotated
 
+import typer
 from rich.console import Console
 from rich.text import Text
 
+from noterag.cli.options import known_method
 from noterag.methods import METHODS
 
 PROFILE_NOTES = {
@@ -18,16 +21,23 @@ PROFILE_NOTES = {
 }
 
 
-def methods_command() -> None:
-    """List the methods: what each is, its profiles, roles, prompts and settings (for --context
-    KEY=VALUE), with defaults."""
+def methods_command(
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="Show this method only (e.g. deepnote).", show_default=False, callback=known_method
+        ),
+    ] = None,
+) -> None:
+    """List the methods (or one): what each is, its profiles, roles, prompts and settings (for
+    --context KEY=VALUE), with defaults."""
     from rich.table import Table
 
     from noterag.spec import prompt_names
 
     console = Console(highlight=False)
-    for name, spec in METHODS.items():
-        console.print(Text(name, style="bold") + Text(f" — {spec.title}"))
+    for spec in [METHODS[name]] if name is not None else list(METHODS.values()):
+        console.print(Text(spec.name, style="bold") + Text(f" — {spec.title}"))
         console.print(Text(f"  {spec.summary}"))
         profiles = "; ".join(f"{p} ({PROFILE_NOTES.get(p, p)})" for p in spec.profiles)
         console.print(Text(f"  profiles: {profiles}"))

@@ -4,7 +4,6 @@ from the command line, and the retriever spec behind ``--index``."""
 from __future__ import annotations
 
 import os
-from dataclasses import fields
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,8 +16,6 @@ from noterag.cli.render import status
 from noterag.context import (
     PROFILES,
     TASKS,
-    AdaptiveNoteContext,
-    DeepNoteContext,
     context_from_pairs,
     resolve_context,
     setting_names,
@@ -236,13 +233,6 @@ def _format_help() -> str:
 FormatOption = Annotated[
     str | None, typer.Option("--format", help=_format_help(), show_default=False)
 ]
-
-
-def context_default(name: str) -> str:
-    """The per-method default of a context field, for help texts (the dataclasses are the source)."""
-    dn = {f.name: f.default for f in fields(DeepNoteContext)}[name]
-    an = {f.name: f.default for f in fields(AdaptiveNoteContext)}[name]
-    return f"default: {dn}" if dn == an else f"default: DeepNote {dn}, Adaptive-Note {an}"
 
 
 def model_settings(timeout: float | None, max_retries: int | None) -> Any:

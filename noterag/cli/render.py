@@ -201,6 +201,8 @@ class Progress:
     def event(self, event: Any) -> None:
         if not isinstance(event, dict) or not isinstance(kind := event.get("type"), str):
             return
+        if kind not in self.renderers and kind not in SPINNER:
+            return  # e.g. the engine's retrieval events: passage text no line shows
         # Every renderer (the methods' own too) sees the event's text already made printable.
         event = printable_value(event)
         render = self.renderers.get(kind)

@@ -156,7 +156,7 @@ def _replica_failed(response: Any) -> bool:
 def spreading_transports(pool: EndpointPool, **transport_kwargs: Any) -> tuple[Any, Any]:
     """A sync and an async HTTP transport that send each request to ``pool``'s replicas
     (``transport_kwargs``: the underlying transports' verify, limits, ...)."""
-    from noterag.models.retries import http_library
+    from noterag.models.http import http_library
 
     httpx = http_library()
 

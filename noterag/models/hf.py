@@ -44,7 +44,7 @@ from noterag.errors import ConfigError, ModelUnavailableError
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from noterag.models.spec import ModelSettings
+    from noterag.models.settings import ModelSettings
 
 __all__ = [
     "ALIGN_INSTALL_HINT",

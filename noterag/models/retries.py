@@ -13,13 +13,14 @@ attempt its total deadline (``noterag.models.deadline``) and check that a reply 
 from __future__ import annotations
 
 import functools
-import importlib
 import ssl
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
+
+from noterag.models.http import http_library
 
 __all__ = ["RETRY_BACKOFF", "RetryCount", "count_retries", "counting_clients"]
 
@@ -80,13 +81,6 @@ def _note_attempt(request: Any) -> None:
 
 async def _anote_attempt(request: Any) -> None:
     _note_attempt(request)
-
-
-def http_library() -> Any:
-    """The package the openai SDK's HTTP clients are built on (httpx, or its successor httpx2)."""
-    import openai
-
-    return importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
 
 
 @functools.cache

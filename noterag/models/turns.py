@@ -105,7 +105,7 @@ def _client_class() -> type:
     import openai
 
     from noterag.models.deadline import bounded
-    from noterag.models.retries import http_library
+    from noterag.models.http import http_library
 
     class LeavingStream(http_library().AsyncByteStream):  # type: ignore[misc]
         """A streamed reply's body that gives the question's turn back when it is closed."""
