@@ -21,8 +21,8 @@ import pytest
 import test_cli
 from test_cli import assert_one_error_line, cli, script, stderr_lines, write_corpus
 
-from noterag.cli.render import printable
 from noterag.errors import ConfigError
+from noterag.terminal import printable
 from scripted import QUESTION, VELMORA_ROWS, ScriptedModel
 
 index_dir, scripted = test_cli.index_dir, test_cli.scripted

@@ -35,18 +35,12 @@ from noterag.cli.options import (
     prompt_overrides,
     retriever_spec,
 )
-from noterag.cli.render import (
-    Progress,
-    plural,
-    printable,
-    status,
-    stderr_console,
-    terminal_safe_json,
-)
+from noterag.cli.render import Progress, plural, status, stderr_console
 from noterag.cli.trace import ForceOption, write_trace
 from noterag.context import check_question_size, resolve_context
 from noterag.errors import ConfigError, NoteragError
 from noterag.methods import METHODS, context_schema
+from noterag.terminal import printable, terminal_safe_json
 
 
 def ask_command(

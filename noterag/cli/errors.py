@@ -18,9 +18,9 @@ import typer
 import typer.core
 
 from noterag.cli.local import LocalModelGuard
-from noterag.cli.render import printable
 from noterag.errors import NoteragError
 from noterag.redact import redact
+from noterag.terminal import printable
 
 # The click that typer parses with: recent typer vendors its own (typer._click), whose exception
 # classes are not click's; older typer uses click itself.

@@ -35,8 +35,9 @@ from noterag.cli.options import (
     prompt_overrides,
     retriever_spec,
 )
-from noterag.cli.render import printable, stderr_console
+from noterag.cli.render import stderr_console
 from noterag.eval.report import MAX_ERROR_RATE, RunFailedError, Summary, error_budget
+from noterag.terminal import printable
 
 
 class PlotX(str, Enum):

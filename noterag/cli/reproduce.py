@@ -27,8 +27,9 @@ from noterag.cli.options import (
     WorkersOption,
     model_settings,
 )
-from noterag.cli.render import printable, stderr_console
+from noterag.cli.render import stderr_console
 from noterag.errors import NoteragError
+from noterag.terminal import printable
 
 
 def _names(values: list[str] | None) -> list[str] | None:

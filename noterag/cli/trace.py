@@ -13,8 +13,9 @@ from rich.text import Text
 
 from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
-from noterag.cli.render import printable, stderr_console
+from noterag.cli.render import stderr_console
 from noterag.errors import ConfigError
+from noterag.terminal import printable
 
 ForceOption = Annotated[
     bool,

@@ -421,7 +421,7 @@ def print_summary(summary: Summary, console: Any) -> None:
     """The summary as a rich table (``noterag eval`` prints it when the run is complete)."""
     from rich.table import Table
 
-    from noterag.cli.render import safe
+    from noterag.terminal import safe
 
     table = Table(
         title=f"{safe(summary['method'])} · {safe(summary['model'])} · "

@@ -787,7 +787,7 @@ def index_identities(retriever: Any) -> dict[str, str]:
 
 def _stats(done: list[dict[str, Any]]) -> str:
     """The progress line's figures: the running metrics, calls and tokens per question."""
-    from noterag.cli.render import safe
+    from noterag.terminal import safe
 
     # a row's metric names are read back from results.jsonl: text, not markup
     parts = [f"{safe(metric_label(k))} {v:.1f}" for k, v in metric_means(done).items()]

@@ -28,7 +28,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from noterag.models.retries import http_library
+from noterag.models.http import http_library
 
 _KEY = "noterag_deadline"
 

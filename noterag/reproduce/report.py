@@ -229,7 +229,7 @@ def print_table(plan: Plan, results: Sequence[CellResult], console: Any) -> None
     from rich.table import Table
     from rich.text import Text
 
-    from noterag.cli.render import printable
+    from noterag.terminal import printable
 
     table = Table(title=Text(printable(caption(plan))), title_justify="left", show_edge=False)
     for i, heading in enumerate(HEADINGS):
@@ -311,7 +311,7 @@ def print_plan(plan: Plan, console: Any) -> None:
     rows with their reasons, and every missing input with what provides it."""
     from rich.text import Text
 
-    from noterag.cli.render import printable
+    from noterag.terminal import printable
 
     def text(value: str, style: str | None = None) -> Text:
         return Text(printable(value), style=style or "")

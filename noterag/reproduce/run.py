@@ -140,7 +140,7 @@ def _execute(
         if console is not None:
             from rich.text import Text
 
-            from noterag.cli.render import printable
+            from noterag.terminal import printable
 
             console.print(Text(printable(f"run {run.name} → {run_dir}"), style="dim"))
         summary = run_eval(
