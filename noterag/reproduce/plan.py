@@ -415,7 +415,7 @@ def estimate(method: str, profile: str, questions: int | None) -> Estimate:
 
 
 def _label(table: Table, row_id: str) -> str:
-    return next(r.label for r in table.rows if r.id == row_id)
+    return table.row_title(row_id)
 
 
 def _safe(text: str) -> str:

@@ -67,7 +67,7 @@ def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
     table = plan.table
     results = []
     for cell in plan.cells:
-        row_label = next(r.label for r in table.rows if r.id == cell.row)
+        row_label = table.row_title(cell.row)
         column_label = table.columns[cell.column].label
         outcome = by_run.get(cell.run) if cell.run else None
         ours = low = high = None

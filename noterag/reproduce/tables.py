@@ -199,6 +199,13 @@ class Table(_Strict):
             return list(self.columns)
         return [c for c in self.columns if c.dataset == row.dataset]
 
+    def row_title(self, row_id: str) -> str:
+        """The row's label, with its section where another row prints the same label (a
+        backbone's name under "LLMs without Retrieval" and again under "Vanilla RAG")."""
+        row = next(r for r in self.rows if r.id == row_id)
+        twins = sum(1 for r in self.rows if r.label == row.label)
+        return f"{row.section}: {row.label}" if twins > 1 and row.section else row.label
+
     def cells(self, row: Row) -> list[tuple[Column, str | None]]:
         """``row``'s published cells, each with its column."""
         return list(zip(self.row_columns(row), row.values, strict=True))
