@@ -246,7 +246,8 @@ class MethodSpec:
             ),
             stage_roles=self.stage_roles,
             state_schema=self.state,
-            roles=self.roles,
+            # every method's question step rewrites follow-ups with its own role (nodes.question)
+            roles=(*self.roles, CONDENSE_ROLE) if self.roles else (),
         )
 
     def build(

@@ -298,6 +298,14 @@ def run(
                 progress.event(chunk)
     if not recorder.final or "answer" not in recorder.final:
         raise NoteragError("the run ended without an answer")
+    if config is not None and run_input is not None:  # a new turn: how to continue the thread
+        thread_id = config["configurable"]["thread_id"]
+        console.print(
+            Text(
+                printable(f"thread {thread_id} (continue it with --thread {thread_id})"),
+                style="dim",
+            )
+        )
     return recorder.run() | {"method": method}
 
 
@@ -327,7 +335,6 @@ def thread_input(
             Text(printable(f"resuming thread {config['configurable']['thread_id']}"), style="dim")
         )
         return None, config
-    console.print(Text(printable(f"thread {config['configurable']['thread_id']}"), style="dim"))
     return {"question": question, "messages": [HumanMessage(question)]}, config
 
 
