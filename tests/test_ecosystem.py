@@ -22,6 +22,7 @@ from scripted import (
     VELMORA_ROWS,
     KeywordRetriever,
     ScriptedModel,
+    method_events,
     passages,
     velmora_script,
 )
@@ -115,7 +116,7 @@ def test_remote_graph_streams_and_invokes_against_langgraph_dev(server: str) -> 
             {"question": QUESTION}, context=context, stream_mode=["custom", "values"], version="v2"
         )
     )
-    custom = [part["data"] for part in parts if part["type"] == "custom"]
+    custom = method_events(part["data"] for part in parts if part["type"] == "custom")
     assert [event["type"] for event in custom] == ["passages", "answer"]
     assert len(custom[0]["passages"]) == 2  # the context reached the server
     final = [part["data"] for part in parts if part["type"] == "values"][-1]
