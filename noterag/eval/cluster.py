@@ -25,6 +25,7 @@ shut down with it.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections import Counter, deque
@@ -126,11 +127,11 @@ def connect(address: str | None) -> bool:
     try:
         ray.init(
             address=None if local else address,
+            num_cpus=len(os.sched_getaffinity(0)) if local else None,
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
-            logging_level="ERROR",
-            **({"num_cpus": len(os.sched_getaffinity(0))} if local else {}),
+            logging_level=logging.ERROR,
         )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -191,7 +192,7 @@ def run_on_ray(
     def start_actor() -> _Slot:
         actor = remote.remote(setup)
         try:
-            ray.get(actor.where.remote())
+            ray.get(actor.where.remote())  # type: ignore[attr-defined]  # Ray's actor method
         except ray.exceptions.RayActorError as exc:
             raise NoteragError(f"a Ray worker could not build the graph: {_cause(exc)}") from None
         slot = _Slot(next(numbers), actor)

@@ -292,7 +292,7 @@ def run_eval(
                 model=model,
                 settings=settings,
                 index=index_spec,
-                cache=config["cache"],
+                cache=str(config["cache"]) if config["cache"] is not None else None,
                 config=config,
                 concurrency=concurrency,
                 spare=spare,

@@ -160,7 +160,7 @@ def spreading_transports(pool: EndpointPool, **transport_kwargs: Any) -> tuple[A
 
     httpx = http_library()
 
-    class _Closing(httpx.SyncByteStream):  # type: ignore[misc, name-defined]
+    class _Closing(httpx.SyncByteStream):  # type: ignore[name-defined]
         def __init__(self, stream: Any, index: int) -> None:
             self._stream, self._index, self._open = stream, index, True
 
@@ -175,7 +175,7 @@ def spreading_transports(pool: EndpointPool, **transport_kwargs: Any) -> tuple[A
                     self._open = False
                     pool.done(self._index)
 
-    class _AsyncClosing(httpx.AsyncByteStream):  # type: ignore[misc, name-defined]
+    class _AsyncClosing(httpx.AsyncByteStream):  # type: ignore[name-defined]
         def __init__(self, stream: Any, index: int) -> None:
             self._stream, self._index, self._open = stream, index, True
 
@@ -196,7 +196,7 @@ def spreading_transports(pool: EndpointPool, **transport_kwargs: Any) -> tuple[A
             return None  # every other replica is cooling off: the SDK's retry decides
         return pool.choose(tried)
 
-    class SpreadingTransport(httpx.BaseTransport):  # type: ignore[misc, name-defined]
+    class SpreadingTransport(httpx.BaseTransport):  # type: ignore[name-defined]
         def __init__(self) -> None:
             self._inner = httpx.HTTPTransport(**transport_kwargs)
 
@@ -230,7 +230,7 @@ def spreading_transports(pool: EndpointPool, **transport_kwargs: Any) -> tuple[A
         def close(self) -> None:
             self._inner.close()
 
-    class AsyncSpreadingTransport(httpx.AsyncBaseTransport):  # type: ignore[misc, name-defined]
+    class AsyncSpreadingTransport(httpx.AsyncBaseTransport):  # type: ignore[name-defined]
         def __init__(self) -> None:
             self._inner = httpx.AsyncHTTPTransport(**transport_kwargs)
 
