@@ -97,7 +97,7 @@ TABLE = {
         _row("vanilla-k3", "vanilla", ["31.0", "41.0", "21.0", "31.0", None],
              settings={"top_k": 3}, backbone="Big-70B"),
         _row("dpo", "deepnote", ["50.0", "60.0", "40.0", "50.0", "70.0"],
-             profile="official", backbone="Big-70B", requires=["a DPO-trained model"]),
+             profile="official", backbone="Big-70B", requires=["dpo-model"]),
         _row("cannot", "vanilla", ["1.0", "1.0", "1.0", "1.0", "1.0"],
              backbone="Big-70B", skip="the paper does not say its settings"),
         _row("delta", None, ["14.6↑", "13.6↑", "12.0↑", "13.4↑", "5.2↑"]),
@@ -144,7 +144,7 @@ def test_the_plan_has_one_run_per_distinct_method_settings_and_dataset(
     # the other backbone's row is not in the plan; the others are skipped with their reasons
     assert [r.id for r in plan.rows] == [r["id"] for r in TABLE["rows"][:-1]]
     assert {s.row: s.reason for s in plan.skipped} == {
-        "dpo": "needs a DPO-trained model, which reproduce is not given",
+        "dpo": "needs dpo-model (the backbone DPO-trained on DNAlign (DeepNote §3.5; thunlp/DeepNote src/train.sh)), which reproduce is not given",
         "cannot": "the paper does not say its settings",
         "delta": "not a run (the table derives it from other rows)",
     }
@@ -272,13 +272,16 @@ def test_dry_run_works_on_every_shipped_table(name: str, tmp_path: Path) -> None
     table = load_table(name)
     assert plan["table"] == name and plan["backbone"] == table.backbones[0]
     # every cell of the default backbone's rows, with its published value as transcribed
+    # (a row of a one-dataset sub-table prints that dataset's columns; a column of another
+    # backbone, as Amber Table 2's, is not this backbone's cell)
     published = {
-        (row.id, col.label): value
+        (row.id, table.columns.index(col)): value
         for row in table.rows
         if row.backbone in (None, table.backbones[0])
-        for col, value in zip(table.columns, row.values)
+        for col, value in table.cells(row)
+        if col.backbone in (None, table.backbones[0])
     }
-    assert {(c["row"], c["column_label"]): c["published"] for c in plan["cells"]} == published
+    assert {(c["row"], c["column"]): c["published"] for c in plan["cells"]} == published
     assert all(run["n_questions"] == N_SAMPLE for run in plan["runs"])
     human = invoke(name, "--dry-run", "--out", str(tmp_path / "out"))
     assert human.exit_code == 0, human.output
@@ -295,7 +298,7 @@ def test_dry_run_lists_runs_estimates_skips_and_missing_inputs(
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "1 runs" in result.stdout
-    assert any(line.startswith("skipped Dpo (dpo): needs a DPO-trained model") for line in lines)
+    assert any(line.startswith("skipped Dpo (dpo): needs dpo-model") for line in lines)
     assert (
         f"missing (hotpotqa) its BM25 index: {data}/hotpotqa/index; run: noterag index "
         f"{data}/hotpotqa/corpus.jsonl --out {data}/hotpotqa/index"
@@ -362,7 +365,7 @@ def test_runs_are_eval_run_directories_and_the_table_scores_them(
     assert avg == pytest.approx(sum(summary["metrics"][m] for m in ("acc", "f1", "em")) / 3)
     # skipped rows have no value and say why
     assert by_cell[("dpo", "em")].ours is None
-    assert by_cell[("dpo", "em")].note.startswith("skipped: needs a DPO-trained model")
+    assert by_cell[("dpo", "em")].note.startswith("skipped: needs dpo-model")
 
     # a second reproduce: every run finished, not started again, no model call
     again = execute(plan, model=model, progress=False)
@@ -500,7 +503,7 @@ def test_the_command_runs_the_table_and_prints_it(tables: Path, tmp_path: Path) 
         human = invoke(*args[:-1])
         assert human.exit_code == 0
         assert "Vanilla" in human.stdout and "hotpotqa avg." in human.stdout
-        assert "skipped Dpo (dpo): needs a DPO-trained model" in human.stdout
+        assert "skipped Dpo (dpo): needs dpo-model" in human.stdout
     finally:
         server.shutdown()
 

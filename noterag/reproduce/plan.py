@@ -231,7 +231,10 @@ def skip_reason(row: Row) -> str | None:
     if row.kind == "derived" or row.method is None:
         return "not a run (the table derives it from other rows)"
     if row.requires:
-        return f"needs {', '.join(row.requires)}, which reproduce is not given"
+        from noterag.reproduce.tables import REQUIREMENTS
+
+        needs = "; ".join(f"{name} ({REQUIREMENTS[name]})" for name in row.requires)
+        return f"needs {needs}, which reproduce is not given"
     if row.method not in METHODS:
         return f"method {row.method!r} is not registered in this noterag"
     spec = METHODS[row.method]
