@@ -822,7 +822,7 @@ def test_a_read_only_or_full_disk_during_a_build_is_named(
         build_bm25_index(corpus_file, tmp_path / "idx", progress=False)
     monkeypatch.undo()
 
-    def full(passage: Any) -> Any:  # what tantivy raises when a segment cannot be written
+    def full(*args: Any) -> Any:  # what tantivy raises when a segment cannot be written
         raise ValueError("An IO error occurred: 'No space left on device (os error 28)'")
 
     monkeypatch.setattr(bm25, "_to_document", full)
