@@ -191,41 +191,57 @@ def spreading_transports(pool: EndpointPool, **transport_kwargs: Any) -> tuple[A
                     self._open = False
                     pool.done(self._index)
 
-    def _pick(tried: set[int]) -> int | None:
-        if tried and pool.cooling_all(tried):
-            return None  # every other replica is cooling off: the SDK's retry decides
-        return pool.choose(tried)
+    class _Attempts:
+        """One request's way through the replicas, the same for the sync and async transports:
+        which replica to try next, and what a failure or a reply means for the pool."""
+
+        def __init__(self) -> None:
+            self.tried: set[int] = set()
+            self.last: Exception | None = None
+
+        def next(self) -> int:
+            """The replica to send to; when none is left (every other one cooling off), the
+            last connection error is raised, for the SDK's retry to decide."""
+            cooling = bool(self.tried) and pool.cooling_all(self.tried)
+            index = None if cooling else pool.choose(self.tried)
+            if index is None:
+                assert self.last is not None
+                raise self.last
+            self.tried.add(index)
+            return index
+
+        def unreachable(self, index: int, error: Exception) -> None:
+            pool.done(index)
+            pool.failed(index)
+            self.last = error
+
+        def keep(self, index: int, response: Any) -> bool:
+            """Whether to return ``response``: a 5xx only when no other replica is up (the
+            caller closes a dropped one and calls ``pool.done``)."""
+            if not _replica_failed(response):
+                pool.succeeded(index)
+                return True
+            pool.failed(index)
+            return pool.cooling_all(self.tried)
 
     class SpreadingTransport(httpx.BaseTransport):  # type: ignore[name-defined]
         def __init__(self) -> None:
             self._inner = httpx.HTTPTransport(**transport_kwargs)
 
         def handle_request(self, request: Any) -> Any:
-            tried: set[int] = set()
-            last: Exception | None = None
+            attempts = _Attempts()
             while True:
-                index = _pick(tried)
-                if index is None:  # every replica tried failed to connect
-                    assert last is not None
-                    raise last
-                tried.add(index)
+                index = attempts.next()
                 try:
                     response = self._inner.handle_request(pool.rewrite(request, index))
                 except httpx.TransportError as exc:
-                    pool.done(index)
-                    pool.failed(index)
-                    last = exc
+                    attempts.unreachable(index, exc)
                     continue
-                if _replica_failed(response):
-                    pool.failed(index)
-                    if not pool.cooling_all(tried):
-                        response.close()
-                        pool.done(index)
-                        continue
-                else:
-                    pool.succeeded(index)
-                response.stream = _Closing(response.stream, index)
-                return response
+                if attempts.keep(index, response):
+                    response.stream = _Closing(response.stream, index)
+                    return response
+                response.close()
+                pool.done(index)
 
         def close(self) -> None:
             self._inner.close()
@@ -235,31 +251,19 @@ def spreading_transports(pool: EndpointPool, **transport_kwargs: Any) -> tuple[A
             self._inner = httpx.AsyncHTTPTransport(**transport_kwargs)
 
         async def handle_async_request(self, request: Any) -> Any:
-            tried: set[int] = set()
-            last: Exception | None = None
+            attempts = _Attempts()
             while True:
-                index = _pick(tried)
-                if index is None:  # every replica tried failed to connect
-                    assert last is not None
-                    raise last
-                tried.add(index)
+                index = attempts.next()
                 try:
                     response = await self._inner.handle_async_request(pool.rewrite(request, index))
                 except httpx.TransportError as exc:
-                    pool.done(index)
-                    pool.failed(index)
-                    last = exc
+                    attempts.unreachable(index, exc)
                     continue
-                if _replica_failed(response):
-                    pool.failed(index)
-                    if not pool.cooling_all(tried):
-                        await response.aclose()
-                        pool.done(index)
-                        continue
-                else:
-                    pool.succeeded(index)
-                response.stream = _AsyncClosing(response.stream, index)
-                return response
+                if attempts.keep(index, response):
+                    response.stream = _AsyncClosing(response.stream, index)
+                    return response
+                await response.aclose()
+                pool.done(index)
 
         async def aclose(self) -> None:
             await self._inner.aclose()
