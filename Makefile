@@ -41,17 +41,27 @@ bench: $(VENV)/.installed
 	$(PY) bench/retrieval_quick.py
 	$(PY) bench/dense_build.py --limit 256
 
+# The package as it installs: noterag/ with graphs/, nodes/, prompts/, retrievers/, tables/ as
+# its subpackages, as a tree of links in .typecheck/ (error paths read .typecheck/noterag/...).
+# mypy and lint-imports analyse it there, the four folders included.
+define installed_tree
+	@rm -rf .typecheck && mkdir -p .typecheck/noterag
+	@for f in noterag/*; do ln -s ../../$$f .typecheck/noterag/; done
+	@for d in graphs nodes prompts retrievers tables; do ln -s ../../$$d .typecheck/noterag/$$d; done
+endef
+
+# lint-imports: the import layers and no circles (pyproject.toml's tool.importlinter; its
+# acyclic_modules contract type is tests/import_contracts.py), run in .typecheck/ so that
+# `noterag` is that tree.
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check noterag graphs nodes prompts retrievers tests bench
 	$(VENV)/bin/ruff format --check noterag graphs nodes prompts retrievers tests bench
-	$(VENV)/bin/lint-imports
+	$(installed_tree)
+	cd .typecheck && PYTHONPATH=../tests ../$(VENV)/bin/lint-imports --no-cache ../pyproject.toml
 
-# mypy over the package as it installs: noterag/ with graphs/, nodes/, prompts/, retrievers/ as
-# its subpackages (links in .typecheck/, so error paths read .typecheck/noterag/graphs/...).
+# mypy over the package as it installs (the tree of links above).
 typecheck: $(VENV)/.installed
-	@rm -rf .typecheck && mkdir -p .typecheck/noterag
-	@for f in noterag/*; do ln -s ../../$$f .typecheck/noterag/; done
-	@for d in graphs nodes prompts retrievers; do ln -s ../../$$d .typecheck/noterag/$$d; done
+	$(installed_tree)
 	cd .typecheck && ../$(VENV)/bin/mypy --config-file ../pyproject.toml -p noterag
 
 # The fast tier: lint, type check and the unit tests (no langgraph dev server, browser, JS or

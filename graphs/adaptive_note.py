@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from noterag.context import AdaptiveNoteContext
 from noterag.graphs import note_loop
+from noterag.graphs.assemble import builder, server_graph
 from noterag.prompts import adaptive_note as prompts
-from noterag.spec import MethodSpec, server_graph
+from noterag.spec import MethodSpec
 from noterag.state import NoteOutput, NoteState
 
 SPEC = MethodSpec(
@@ -39,5 +40,5 @@ SPEC = MethodSpec(
     official_code="adaptive-note",
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -61,6 +61,7 @@ from rich.text import Text
 
 from noterag.context import setting
 from noterag.errors import ConfigError
+from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.ircot import ENTRY_CARDS as IRCOT_CARDS
 from noterag.graphs.ircot import GREEDY, IRCoTContext, thought_line
 from noterag.graphs.single_pass import single_pass_trace
@@ -68,11 +69,11 @@ from noterag.models.runnable import pluggable
 from noterag.nodes import ircot
 from noterag.nodes.adaptive_rag import answer, classify, on_route
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.step import node, on_loop
 from noterag.nodes.stops import adaptive_rag_stop, stop_check
 from noterag.prompts import adaptive_rag as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.step import node, on_loop
 
 COMPLEXITIES = tuple(prompts.STRATEGIES)
 
@@ -276,5 +277,5 @@ SPEC = AdaptiveRAGSpec(
     paper_profile=GREEDY,
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

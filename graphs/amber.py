@@ -39,6 +39,7 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import AmberContext
+from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.amber import (
     accumulate,
     challenger,
@@ -53,12 +54,12 @@ from noterag.nodes.amber import (
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import refine_query
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.step import node, on_loop
 from noterag.nodes.stops import Decision, amber_stop
 from noterag.profiles import AMBER_PAPER
 from noterag.prompts import amber as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import AmberOutput, AmberState
+from noterag.step import node, on_loop
 
 
 def wire(graph: StateGraph, deps: Deps) -> None:
@@ -165,5 +166,5 @@ SPEC = MethodSpec(
     paper_profile=AMBER_PAPER,
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -16,10 +16,10 @@ such notes; the papers prompt their models zero-shot, as here. FlashRAG has no C
 
 from __future__ import annotations
 
+from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.single_step import declare, reply_line
 from noterag.nodes.chain_of_note import write_notes
 from noterag.prompts import chain_of_note as prompts
-from noterag.spec import server_graph
 
 SPEC = declare(
     name="chain-of-note",
@@ -36,5 +36,5 @@ SPEC = declare(
     },
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from noterag.context import DeepNoteContext
 from noterag.graphs import note_loop
+from noterag.graphs.assemble import builder, server_graph
 from noterag.prompts import deepnote as prompts
-from noterag.spec import MethodSpec, server_graph
+from noterag.spec import MethodSpec
 from noterag.state import NoteOutput, NoteState
 
 SPEC = MethodSpec(
@@ -41,5 +42,5 @@ SPEC = MethodSpec(
     official_code="deepnote",
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

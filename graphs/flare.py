@@ -75,13 +75,14 @@ from rich.text import Text
 
 from noterag.context import RunContext, setting
 from noterag.errors import ConfigError
+from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.flare import answer, look_ahead, regenerate, retrieve
-from noterag.nodes.step import node, on_loop
 from noterag.nodes.stops import flare_stop, stop_check
 from noterag.profiles import PAPER
 from noterag.prompts import flare as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.step import node, on_loop
 
 QUERIES = ("masked", "questions")
 
@@ -293,5 +294,5 @@ SPEC = MethodSpec(
     paper_profile=replace(PAPER, sampling={"temperature": 0.0}),
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

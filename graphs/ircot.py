@@ -58,13 +58,14 @@ from rich.text import Text
 
 from noterag.context import MOST_PASSAGES, MOST_STEPS, RunContext, setting
 from noterag.errors import ConfigError
+from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.ircot import answer, reason, retrieve
-from noterag.nodes.step import node
 from noterag.nodes.stops import ircot_stop, stop_check
 from noterag.profiles import PAPER
 from noterag.prompts import ircot as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.step import node
 
 
 @dataclass(kw_only=True)
@@ -246,5 +247,5 @@ SPEC = MethodSpec(
     paper_profile=GREEDY,
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -36,13 +36,14 @@ from rich.text import Text
 
 from noterag.context import MOST_STEPS, RunContext
 from noterag.errors import ConfigError
+from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.iter_retgen import answer, generate
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.step import node
 from noterag.nodes.stops import iter_retgen_stop, stop_check
 from noterag.prompts import iter_retgen as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.step import node
 
 
 @dataclass(kw_only=True)
@@ -149,5 +150,5 @@ SPEC = MethodSpec(
     progress={"generation": generation_line},
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
+from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.single_pass import declare
 from noterag.prompts import baselines
-from noterag.spec import server_graph
 
 SPEC = declare(
     name="no-retrieval",
@@ -20,5 +20,5 @@ SPEC = declare(
     trace_view="none",
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -19,9 +19,9 @@ from langgraph.graph import END, StateGraph
 
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import accumulate, init_note, refine_query, review
-from noterag.nodes.step import node
 from noterag.nodes.stops import Decision, threshold_stop
 from noterag.spec import Deps
+from noterag.step import node
 
 ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
 

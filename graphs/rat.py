@@ -29,13 +29,14 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import MOST_STEPS, RunContext
+from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.rat import answer, draft, query, revise
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.step import node
 from noterag.nodes.stops import rat_stop, stop_check
 from noterag.prompts import rat as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.step import node
 
 
 @dataclass(kw_only=True)
@@ -131,5 +132,5 @@ SPEC = MethodSpec(
     progress={"draft": _draft_line, "query": _query_line, "revision": _revision_line},
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

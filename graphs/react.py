@@ -34,12 +34,13 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import MOST_STEPS, RunContext
+from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.react import act, answer, reason
-from noterag.nodes.step import node
 from noterag.nodes.stops import react_stop, stop_check
 from noterag.prompts import react as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, merge_unique
+from noterag.step import node
 
 
 @dataclass(kw_only=True)
@@ -149,5 +150,5 @@ SPEC = MethodSpec(
     progress={"thought": _thought_line, "observation": _observation_line},
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -47,14 +47,15 @@ from rich.text import Text
 
 from noterag.context import RunContext, resolve_context
 from noterag.errors import ConfigError
+from noterag.graphs.assemble import builder, server_graph
 from noterag.models.runnable import pluggable
 from noterag.nodes.recomp import RecompDeps, answer, extract, retrieve, summarize
 from noterag.nodes.single_step import check_task
-from noterag.nodes.step import node
 from noterag.nodes.stops import recomp_stop, stop_check
 from noterag.prompts import recomp as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.step import node
 
 COMPRESSIONS = ("abstractive", "extractive")
 
@@ -130,7 +131,7 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     )
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "retrieve")
-    # a plain function: LangGraph gives an edge's path the runtime (nodes.step.StepRunnable)
+    # a plain function: LangGraph gives an edge's path the runtime (step.StepRunnable)
     graph.add_conditional_edges("retrieve", compressor, ["summarize", "extract"])
     graph.add_edge("summarize", "stop_check")
     graph.add_edge("extract", "stop_check")
@@ -212,5 +213,5 @@ SPEC = RecompSpec(
     progress={"compressed": compressed_line},
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

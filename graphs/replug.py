@@ -62,13 +62,14 @@ from rich.text import Text
 
 from noterag.context import RunContext, setting
 from noterag.errors import ConfigError
+from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes import replug as steps
-from noterag.nodes.step import node
 from noterag.nodes.stops import single_pass, stop_check
 from noterag.profiles import PAPER
 from noterag.prompts import replug as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.step import node
 
 
 @dataclass(kw_only=True)
@@ -179,5 +180,5 @@ SPEC = MethodSpec(
     paper_profile=replace(PAPER, sampling={"temperature": 0.0}),
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

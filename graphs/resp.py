@@ -29,14 +29,15 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import ReSPContext
+from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.answer import answer
 from noterag.nodes.resp import judge, plan, summarize
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.step import node
 from noterag.nodes.stops import Decision, resp_stalled, resp_stop
 from noterag.prompts import resp as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import ReSPOutput, ReSPState
+from noterag.step import node
 
 
 def wire(graph: StateGraph, deps: Deps) -> None:
@@ -101,5 +102,5 @@ SPEC = MethodSpec(
     },
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -83,14 +83,15 @@ from rich.text import Text
 
 from noterag.context import RunContext
 from noterag.errors import ConfigError
+from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.self_rag import check_task, generate, predict, predict_retrieve, route
-from noterag.nodes.step import node, on_loop
 from noterag.nodes.stops import self_rag_stop, stop_check
 from noterag.profiles import PAPER
 from noterag.prompts import self_rag as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.step import node, on_loop
 
 MODES = ("adaptive_retrieval", "always_retrieve", "no_retrieval")
 
@@ -321,5 +322,5 @@ SPEC = MethodSpec(
     stand_in=self_rag_reply,
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -17,10 +17,10 @@ generator reads the refinement only); nodes/self_refine.py says the rest. Tasks:
 
 from __future__ import annotations
 
+from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.single_step import declare, reply_line
 from noterag.nodes.self_refine import refine
 from noterag.prompts import self_refine as prompts
-from noterag.spec import server_graph
 
 SPEC = declare(
     name="self-refine",
@@ -37,5 +37,5 @@ SPEC = declare(
     },
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -23,10 +23,10 @@ from typing import Any
 
 from rich.text import Text
 
+from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.single_step import SingleStepOutput, SingleStepState, declare
 from noterag.nodes.self_rerank import PassageLabel, rerank
 from noterag.prompts import self_rerank as prompts
-from noterag.spec import server_graph
 
 
 class SelfRerankOutput(SingleStepOutput, total=False):
@@ -67,5 +67,5 @@ SPEC = declare(
     result_fields=("labels",),
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -15,10 +15,10 @@ from langgraph.graph import END, StateGraph
 
 from noterag.context import BaselineContext
 from noterag.nodes.answer import answer
-from noterag.nodes.step import node
 from noterag.nodes.stops import single_pass, stop_check
 from noterag.spec import Deps, MethodSpec
 from noterag.state import BaselineOutput, BaselineState
+from noterag.step import node
 
 
 def single_pass_trace(state: Mapping[str, Any]) -> dict[str, Any]:

@@ -54,10 +54,10 @@ from noterag.context import RunContext
 from noterag.nodes.answer import answer
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.single_step import check_task
-from noterag.nodes.step import node
 from noterag.nodes.stops import single_pass, stop_check
 from noterag.spec import Deps, MethodSpec, ProgressLine
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.step import node
 
 
 @dataclass(kw_only=True)

@@ -67,14 +67,15 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import RunContext
+from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.step import node
 from noterag.nodes.stops import stop_check, sure_stop
 from noterag.nodes.sure import candidates, letter, predict, summarize, sure_passages, verify
 from noterag.profiles import PAPER
 from noterag.prompts import sure as prompts
-from noterag.spec import Deps, MethodSpec, server_graph
+from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.step import node
 
 MAX_CANDIDATES = 26  # the marks (a) .. (z)
 
@@ -206,5 +207,5 @@ SPEC = MethodSpec(
     tasks=("multihop",),  # its first step refuses the others
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

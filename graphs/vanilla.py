@@ -7,10 +7,10 @@ number of distinct passages the compared method read):
 
 from __future__ import annotations
 
+from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.single_pass import declare
 from noterag.nodes.retrieve import retrieve
 from noterag.prompts import baselines
-from noterag.spec import server_graph
 
 SPEC = declare(
     name="vanilla",
@@ -21,5 +21,5 @@ SPEC = declare(
     trace_view="single",
 )
 
-build = SPEC.build
+build = builder(SPEC)
 make_graph = server_graph(SPEC)  # langgraph.json

@@ -31,10 +31,10 @@ from collections.abc import Generator, Mapping
 from typing import Any
 
 from noterag.nodes.notes import first_note, review, updated_note
-from noterag.nodes.parsing import parse_nli
-from noterag.nodes.step import Ask, Effect, Env, StepGen
 from noterag.nodes.stops import iterations_spent
+from noterag.parsing import parse_nli
 from noterag.state import Passage
+from noterag.step import Ask, Effect, Env, StepGen
 
 
 def _step(state: Mapping[str, Any]) -> int:

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
 from noterag.nodes.human import review_note, reviews
-from noterag.nodes.step import Ask, Env, RoutingStepGen, reply_text
+from noterag.step import Ask, Env, RoutingStepGen, reply_text
 
 # What each answer-prompt slot is filled with; a prompt uses the slots it declares (the note
 # methods: the best note only; ReSP: its memory queues; vanilla RAG: the passages).

@@ -32,7 +32,7 @@ from langgraph.types import Command, interrupt
 
 from noterag.errors import ConfigError
 from noterag.nodes.notes import updated_note
-from noterag.nodes.step import Env, RoutingStepGen, Search
+from noterag.step import Env, RoutingStepGen, Search
 
 RESPONSE_TYPES = ("accept", "edit", "response", "ignore")
 
@@ -152,7 +152,7 @@ def retrieve_more(state: dict[str, Any], env: Env, query: str, goto: str) -> Rou
     return Command(
         goto=goto,
         update={
-            "answer": None,  # the answer is written again (MethodSpec.build's edge after answer)
+            "answer": None,  # the answer is written again (graphs.assemble.build's edge after answer)
             "best_note": note,
             "passages": passages,
             "query_log": [query],

@@ -7,7 +7,7 @@ Model stages: ``reason`` (role ``reasoner``) and ``answer`` (the QA reader, role
 Both calls stop at a newline, as the original's generator does (``GPT3Generator``,
 ``stop=["\\n"]``).
 
-Parse fallbacks (counted in the state's ``fallbacks``, noterag.nodes.parsing.fell_back):
+Parse fallbacks (counted in the state's ``fallbacks``, noterag.parsing.fell_back):
 
 | kind         | a reply without ...                 | fallback                                 |
 |--------------|-------------------------------------|------------------------------------------|
@@ -44,11 +44,11 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from noterag.nodes.parsing import fell_back
-from noterag.nodes.step import Ask, Env, Search, StepGen, reply_text
+from noterag.parsing import fell_back
+from noterag.prompt import Prompt
 from noterag.prompts import ircot as ircot_prompts
-from noterag.prompts.template import Prompt
 from noterag.state import Passage
+from noterag.step import Ask, Env, Search, StepGen, reply_text
 
 # --- the original's helpers (commaqa/inference/ircot.py) --------------------------------------
 

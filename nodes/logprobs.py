@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from langchain_core.messages import BaseMessage
 
 from noterag.errors import ConfigError
-from noterag.nodes.step import Env
+from noterag.step import Env
 
 TOP_LOGPROBS = 1  # the fewest llama-cpp-python's server returns log-probabilities with
 

@@ -42,9 +42,9 @@ from noterag.context import resolve_context
 from noterag.errors import ConfigError
 from noterag.models.runnable import reads_original
 from noterag.nodes.retrieve import retrieve as shared_retrieve
-from noterag.nodes.step import Ask, Env, StepGen, both_ways, reply_text
 from noterag.spec import Deps
 from noterag.state import Passage
+from noterag.step import Ask, Env, StepGen, both_ways, reply_text
 
 # A sentence ends after . ! ? and whitespace, not after a one-letter abbreviation such as "J."
 # (FlashRAG's ExtractiveRefiner without its missing word boundary: module docstring)

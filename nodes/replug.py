@@ -19,7 +19,7 @@ A pass's probability for an answer another pass wrote is not computed (it would 
 log-probabilities of a given continuation, which a chat endpoint does not return): it counts as
 0, as in the original.
 
-Parse fallbacks (counted in the state's ``fallbacks``, noterag.nodes.parsing.fell_back):
+Parse fallbacks (counted in the state's ``fallbacks``, noterag.parsing.fell_back):
 
 | kind         | a reply without ... | fallback                                               |
 |--------------|---------------------|--------------------------------------------------------|
@@ -43,8 +43,9 @@ from langgraph.runtime import get_runtime
 from noterag.context import resolve_context
 from noterag.errors import ConfigError
 from noterag.nodes.logprobs import Token, logprob_options, token_logprobs
-from noterag.nodes.parsing import fell_back
-from noterag.nodes.step import (
+from noterag.parsing import fell_back
+from noterag.spec import Deps
+from noterag.step import (
     Ask,
     Env,
     Search,
@@ -55,7 +56,6 @@ from noterag.nodes.step import (
     retrieval_event,
     to_passage,
 )
-from noterag.spec import Deps
 
 METHOD = "replug"
 STOP = ["\n"]  # call_api: stop="\n"
@@ -82,7 +82,7 @@ def demonstrations(path: str, count: int) -> list[tuple[str, str]]:
     """The first ``count`` questions of the dataset file ``path`` with their first answer (the
     original: ``data["demos"][:16]``, ``demo["answer"][0]``); read with noterag's dataset
     reader, so a missing or malformed file is one clear error."""
-    from noterag.eval.datasets import load_dataset
+    from noterag.datasets import load_dataset
 
     return [
         (ex.question, str(ex.golds[0]) if ex.golds else "")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from noterag.nodes.single_step import read_passages, trace_entry
-from noterag.nodes.step import Env, StepGen
+from noterag.step import Env, StepGen
 
 
 def refine(state: dict[str, Any], env: Env) -> StepGen:

@@ -34,10 +34,10 @@ from typing import Any
 
 from typing_extensions import TypedDict  # the server's schemas need it (noterag.state)
 
-from noterag.nodes.parsing import fell_back
 from noterag.nodes.single_step import read_passages, trace_entry
-from noterag.nodes.step import Env, StepGen
+from noterag.parsing import fell_back
 from noterag.state import Passage
+from noterag.step import Env, StepGen
 
 
 class PassageLabel(TypedDict):

@@ -7,9 +7,9 @@ from collections.abc import Generator, Mapping
 from typing import Any
 
 from noterag.errors import ConfigError
-from noterag.nodes.step import Ask, Env
+from noterag.prompt import Prompt
 from noterag.prompts.single_step import TASKS
-from noterag.prompts.template import Prompt
+from noterag.step import Ask, Env
 
 
 def check_task(task: str, method: str) -> None:

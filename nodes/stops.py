@@ -19,9 +19,9 @@ from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from noterag.nodes.step import deciding, on_loop, run_context
 from noterag.profiles import Profile
 from noterag.spec import Deps
+from noterag.step import deciding, on_loop, run_context
 
 StopRule = Callable[[Mapping[str, Any], Any, Profile], str | None]
 
@@ -96,7 +96,7 @@ class Decision:
 
     The step that decides writes its update with ``stop_reason`` (``settle``); the route is a
     conditional edge on the state that update leads to (``next_step``: ``stop`` once a
-    ``stop_reason`` is set), which ``MethodSpec.build`` adds for every deciding node
+    ``stop_reason`` is set), which ``graphs.assemble.build`` adds for every deciding node
     (``decision_of``). An edge rather than a ``Command``: LangGraph re-runs a node's edges when
     ``update_state`` writes as that node, so "interrupt before answer, edit the state, continue"
     still reaches the answer; a ``Command``'s goto is lost there."""

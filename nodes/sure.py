@@ -28,7 +28,7 @@ What the paper leaves open and we decided, following the official code
   marker included, to the validation and ranking prompts).
 
 Replies without the asked-for shape take a defined fallback, counted by kind in the state's
-``fallbacks`` (noterag.nodes.parsing.fell_back):
+``fallbacks`` (noterag.parsing.fell_back):
 
 | kind        | a reply without ...                        | fallback                                        |
 |-------------|--------------------------------------------|-------------------------------------------------|
@@ -37,7 +37,7 @@ Replies without the asked-for shape take a defined fallback, counted by kind in 
 |             |                                            | the whole line; a blank reply gives none        |
 | validation  | a True / False verdict                     | v = 0, Eq. 4's "else" (not valid)               |
 | ranking     | "Passage 1" / "Passage 2"                  | 0.5 to each summary, Eq. 5's "else"             |
-| done_marker | the "[DONE]" end marker (summaries)        | the whole reply (nodes.parsing.until_done)      |
+| done_marker | the "[DONE]" end marker (summaries)        | the whole reply (parsing.until_done)      |
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ from typing import Any
 from langchain_core.messages import AIMessage
 
 from noterag.errors import ConfigError
-from noterag.nodes.parsing import Verdict, fell_back, until_done
-from noterag.nodes.step import Ask, Env, StepGen
+from noterag.parsing import Verdict, fell_back, until_done
 from noterag.state import Passage
+from noterag.step import Ask, Env, StepGen
 
 # --- the official code's prompt pieces ----------------------------------------------------------
 

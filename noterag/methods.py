@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from noterag.errors import ConfigError
+from noterag.graphs.assemble import build
 from noterag.spec import MethodSpec
 
 # The four note methods first, in the order `noterag methods` lists them; then every other
@@ -122,7 +123,8 @@ def build_graph(
     ``{"refine_query": "... {query} ... {note} ... {query_log}"}`` or ``{"answer.multihop": ...}``,
     leaving the verbatim files as they are.
     """
-    return METHODS[method].build(
+    return build(
+        METHODS[method],
         model=model,
         retriever=retriever,
         prompts=prompts,

@@ -36,7 +36,7 @@ from functools import cache, partial
 from typing import Any
 
 from noterag.errors import ConfigError
-from noterag.nodes.parsing import (
+from noterag.parsing import (
     Verdict,
     official_status,
     parse_new_question,

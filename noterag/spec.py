@@ -12,30 +12,23 @@ docs/methods.md walks through adding one.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable
-from langgraph.graph import START, StateGraph
+from langgraph.graph import StateGraph
 
 from noterag.context import RunContext
 from noterag.errors import ConfigError
 from noterag.profiles import PAPER, Profile, get_profile, original_profile
-from noterag.prompts.template import Prompt
-from noterag.state import QuestionInput, declared_keys
+from noterag.prompt import Prompt
+from noterag.state import declared_keys
 
-if TYPE_CHECKING:
-    # langgraph-api resolves the factory's annotation by this name to tell a runtime
-    # parameter from a config one
-    from langgraph_sdk.runtime import ServerRuntime
-
-# the model role of the follow-up rewrite every method's question step makes (nodes.question)
+# the model role of the follow-up rewrite every method's question step makes (noterag.question)
 CONDENSE_ROLE = "condense_question"
 
 # An event of stream_mode="custom" -> the line the CLI prints for it (None: print nothing)
@@ -218,7 +211,7 @@ class MethodSpec:
             raise ConfigError(f"{self.name} has official prompts but names no official_code")
         check_stage_roles(self)
 
-        # every method's question step may rewrite a follow-up (nodes.question): its own role
+        # every method's question step may rewrite a follow-up (noterag.question): its own role
         known = {f"{role}_model": role for role in (*self.roles, CONDENSE_ROLE)}
         unknown = sorted(set(role_models) - known.keys())
         if unknown:
@@ -246,88 +239,9 @@ class MethodSpec:
             ),
             stage_roles=self.stage_roles,
             state_schema=self.state,
-            # every method's question step rewrites follow-ups with its own role (nodes.question)
+            # every method's question step rewrites follow-ups with its own role (noterag.question)
             roles=(*self.roles, CONDENSE_ROLE) if self.roles else (),
         )
-
-    def build(
-        self,
-        model: Any = None,
-        retriever: Any = None,
-        *,
-        prompts: Mapping[str, Any] | None = None,
-        checkpointer: Any = None,
-        store: Any = None,
-        cache: Any = None,
-        **role_models: Any,
-    ) -> Any:
-        """The compiled graph: the question step, then the method's own wiring, then what
-        every method shares: each deciding step's route (a conditional edge, see
-        ``nodes.stops.Decision``) and the answer's human review. ``checkpointer``, ``store``
-        and ``cache`` are LangGraph's (``InMemorySaver()``, ``SqliteSaver``, ``PostgresSaver``;
-        ``InMemoryStore()``; ``InMemoryCache()``), given to ``compile``; None: none."""
-        from noterag.nodes.question import question_step
-
-        deps = self.bind(model, retriever, prompts=prompts, **role_models)
-        graph: StateGraph[Any, Any, Any, Any] = StateGraph(
-            self.state,
-            context_schema=self.context,
-            input_schema=QuestionInput,
-            output_schema=self.output,
-        )
-        graph.add_node("question", cast(Any, question_step(self.state, deps)))
-        graph.add_edge(START, "question")
-        self.wire(graph, deps)
-        wire_decisions(graph)
-        wire_answer_review(graph, deps)
-        return graph.compile(name=self.name, checkpointer=checkpointer, store=store, cache=cache)
-
-
-def wire_decisions(graph: StateGraph[Any, Any, Any, Any]) -> None:
-    """The route of every step that decides (``nodes.stops.Decision``), as a conditional edge
-    from it: LangGraph re-runs a node's edges when ``update_state`` writes as that node."""
-    from noterag.nodes.step import decision_of
-
-    for name, node_spec in list(graph.nodes.items()):
-        decision = decision_of(node_spec.runnable)
-        if decision is not None:
-            graph.add_conditional_edges(name, decision.edge(), list(decision.destinations))
-
-
-def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
-    """A method that ends with ``answer`` gets the answer's human review after it
-    (``nodes.human.review_answer``): when the run's ``human_review`` asks for it, the answer
-    node's update goes on to the review (a ``Command``; a review's ``response`` goes back to
-    ``answer`` instead). Decided in the node, where the run's context is at hand: an edge's
-    path would need LangGraph to hand it the runtime, through a thread hop under ainvoke."""
-    from langgraph.graph import END
-    from langgraph.types import Command
-
-    from noterag.nodes.human import review_answer, reviews
-    from noterag.nodes.step import StepRunnable, node, run_context
-
-    if ("answer", END) not in graph.edges:
-        return
-    answer: Any = graph.nodes["answer"].runnable  # a Runnable: every method's answer is a node()
-
-    def then_review(update: Any, runtime: Any) -> Any:
-        answered = isinstance(update, dict) and update.get("answer") is not None
-        if answered and reviews(run_context(deps.context_schema, runtime.context), "answer"):
-            return Command(goto="review_answer", update=update)
-        return update
-
-    def answer_then_review(state: Any, config: Any, runtime: Any) -> Any:
-        return then_review(answer.invoke(state, config), runtime)
-
-    async def aanswer_then_review(state: Any, config: Any, runtime: Any) -> Any:
-        return then_review(await answer.ainvoke(state, config), runtime)
-
-    graph.nodes["answer"].runnable = StepRunnable(
-        answer_then_review, aanswer_then_review, name=answer.name or "answer"
-    )
-    graph.nodes["answer"].ends = ("review_answer",)
-    graph.add_node("review_answer", cast(Any, node(review_answer, deps)))
-    graph.add_edge("review_answer", END)
 
 
 def check_stage_roles(spec: MethodSpec) -> None:
@@ -432,44 +346,3 @@ def check_run_prompts(spec: MethodSpec, ctx: RunContext) -> None:
     prompt_set = spec.prompts.get(ctx.profile)
     if ctx.prompts and prompt_set is not None:
         override_prompts(prompt_set, ctx.prompts)
-
-
-def server_graph(spec: MethodSpec) -> Callable[..., Any]:
-    """The async factory a graph module names in langgraph.json (``make_graph = server_graph(SPEC)``).
-
-    langgraph-api calls it for every run (and every schema or state read) with a
-    ``ServerRuntime``; for a run, its ``context`` is the run's settings merged with its
-    assistant's, before the server drops the keys the context schema lacks. So this is where a
-    run's settings are checked against the method and the operator's policy
-    (``noterag.server_policy``), before any node runs: an unknown key, a bad value, sampling or
-    prompts the operator did not open to clients, a misfit prompt override, a model or index
-    outside the operator's lists are each one clear error. The graph for a (model, index) pair
-    is built once, in a thread (building may start the local model, and the factory runs on
-    the server's event loop); the pairs are the operator's, so the graphs kept are bounded."""
-    from noterag.server_policy import ServerPolicy, check_run_settings
-
-    built: dict[tuple[str | None, str | None], Any] = {}
-    lock = threading.Lock()
-    policies: list[ServerPolicy] = []
-
-    def build_once(model: str | None, index: str | None) -> Any:
-        with lock:
-            if (model, index) not in built:
-                built[model, index] = spec.build(model, index)
-        return built[model, index]
-
-    async def make_graph(runtime: ServerRuntime) -> Any:
-        execution = getattr(runtime, "execution_runtime", None)
-        key: tuple[str | None, str | None] = (None, None)
-        if execution is not None:
-            if not policies:
-                policies.append(ServerPolicy.from_env())
-            settings = check_run_settings(spec.context, execution.context, policies[0])
-            check_run_prompts(spec, settings.context)
-            key = (settings.model, settings.index)
-        if key in built:
-            return built[key]
-        return await asyncio.to_thread(build_once, *key)
-
-    make_graph.__doc__ = f"The {spec.name} graph for langgraph.json, built from the environment."
-    return make_graph

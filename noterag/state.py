@@ -84,7 +84,7 @@ class QuestionInput(TypedDict):
     """What a caller sends: ``{"question": ...}``, or a chat's ``{"messages": [...]}`` (what
     LangGraph Studio's chat view, Agent Chat UI and assistant-ui send), whose last human message
     is the question; earlier turns are ignored. ``question`` wins when both are given. One of
-    them is needed: the graphs' first step (noterag.nodes.question) checks that."""
+    them is needed: the graphs' first step (noterag.question) checks that."""
 
     question: NotRequired[str]
     messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
@@ -98,7 +98,7 @@ class CostFields(TypedDict, total=False):
     prompt_tokens: Annotated[int, operator.add]
     completion_tokens: Annotated[int, operator.add]
     # replies a parser could not read, by kind, each answered with its documented fallback
-    # (the table in noterag.nodes.parsing)
+    # (the table in noterag.parsing)
     fallbacks: Annotated[dict[str, int], add_counts]
 
 
@@ -107,7 +107,7 @@ class ChatFields(TypedDict, total=False):
 
     messages: Annotated[list[AnyMessage], add_messages]
     # a follow-up as the user wrote it, when it was rewritten into the standalone ``question``
-    # from the conversation (noterag.nodes.question)
+    # from the conversation (noterag.question)
     asked: str
 
 

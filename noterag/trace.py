@@ -35,7 +35,7 @@ from markupsafe import Markup
 
 from noterag._fs import atomic_write_text, check_output_file, file_starts_with
 from noterag.errors import NoteragError
-from noterag.nodes.step import RETRIEVAL
+from noterag.step import RETRIEVAL
 
 
 class TraceInputError(NoteragError):

@@ -15,8 +15,8 @@ runs. Adaptive-Note publishes no StrategyQA prompt: the paper set uses DeepNote'
 official set DeepNote's official ``gen_answer_strategyqa`` file (same authors).
 """
 
+from noterag.prompt import NotePrompts, Prompt, borrow, official_prompt
 from noterag.prompts.deepnote import PAPER as _DEEPNOTE
-from noterag.prompts.template import NotePrompts, Prompt, borrow, official_prompt
 
 _PAPER = "Adaptive-Note paper, Appendix B"
 _CODE = "thunlp/Adaptive-Note"

@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from noterag.errors import ConfigError
+from noterag.prompt import AnswerPrompts, Prompt, borrow
 from noterag.prompts import baselines, ircot
-from noterag.prompts.template import AnswerPrompts, Prompt, borrow
 
 REPOSITORY = "starsuzi/Adaptive-RAG"
 COMMIT = "0c88670af8707667eb5c1163151bb5ce61b14acb"

@@ -25,7 +25,7 @@ gold answers (``utils.LLM_score_rag``).
 
 from __future__ import annotations
 
-from noterag.prompts.template import Prompt, official_prompt
+from noterag.prompt import Prompt, official_prompt
 
 _CODE = "thunlp/DeepNote"
 # thunlp/DeepNote config/config.yaml at cc2f013 (git blob 14568ca8cc41874ef633af98311cb7c654a1bc03)

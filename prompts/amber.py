@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from noterag.prompt import NotePrompts, Prompt, borrow
 from noterag.prompts import adaptive_note
-from noterag.prompts.template import NotePrompts, Prompt, borrow
 
 _PAPER = "Amber paper, Appendix D"
 _AN = adaptive_note.PAPER

@@ -21,7 +21,7 @@ lines differ. ``profile="official"`` sends these: it is the configuration that p
 published numbers.
 """
 
-from noterag.prompts.template import NotePrompts, Prompt, official_prompt
+from noterag.prompt import NotePrompts, Prompt, official_prompt
 
 _PAPER = "DeepNote paper, Appendix B.1"
 

@@ -39,7 +39,7 @@ from importlib import resources
 from typing import Any, NamedTuple
 
 from noterag.errors import ConfigError
-from noterag.prompts.template import AnswerPrompts, Prompt
+from noterag.prompt import AnswerPrompts, Prompt
 
 REPOSITORY = "jzbjyb/FLARE"
 COMMIT = "ec4b06b502b5ab54f3f9236b0112a5d28482e7bb"

@@ -42,7 +42,7 @@ from functools import cache
 from importlib import resources
 
 from noterag.errors import ConfigError
-from noterag.prompts.template import AnswerPrompts, Prompt
+from noterag.prompt import AnswerPrompts, Prompt
 
 REPOSITORY = "StonyBrookNLP/ircot"
 COMMIT = "3c1820f698eea5eeddb4fba3c56b64c961e063e4"

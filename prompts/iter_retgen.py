@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from noterag.prompts.template import AnswerPrompts, Prompt
+from noterag.prompt import AnswerPrompts, Prompt
 
 _PAPER = "Iter-RetGen paper (Shao et al., 2023), Appendix B"
 DATASETS = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from noterag.prompt import AnswerPrompts, Prompt, borrow
 from noterag.prompts import baselines
-from noterag.prompts.template import AnswerPrompts, Prompt, borrow
 
 REPOSITORY = "carriex/recomp"
 COMMIT = "d746d9fe55c5822b3b81ab0c1900695ea7d97bcc"

@@ -15,13 +15,22 @@ path, bare directories, absolute paths) is decided in one place, ``spec.py``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 from langchain_core.retrievers import BaseRetriever
 
 from .bm25 import Bm25Index, BM25Retriever, BuildStats, build_bm25_index
 from .corpus import CorpusStats, iter_corpus
-from .spec import RetrieverSpec, list_parts, normalize, normalize_spec, parse_spec, split_options
+from .spec import (
+    INDEX_KINDS,
+    RETRIEVER_SCHEMES,
+    RetrieverFactory,
+    RetrieverSpec,
+    list_parts,
+    normalize,
+    normalize_spec,
+    parse_spec,
+    split_options,
+)
 
 __all__ = [
     "INDEX_KINDS",
@@ -30,14 +39,13 @@ __all__ = [
     "Bm25Index",
     "BuildStats",
     "CorpusStats",
+    "RetrieverFactory",
     "build_bm25_index",
     "iter_corpus",
     "load_retriever",
     "normalize_spec",
     "parse_spec",
 ]
-
-RetrieverFactory = Callable[[str, int], BaseRetriever]
 
 
 def _bm25(location: str, k: int) -> BaseRetriever:
@@ -93,14 +101,8 @@ def _es(argument: str, k: int) -> BaseRetriever:
     return load_es_retriever(argument, k)
 
 
-RETRIEVER_SCHEMES: dict[str, RetrieverFactory] = {
-    "bm25": _bm25,
-    "dense": _dense,
-    "hybrid": _hybrid,
-    "es": _es,
-}
-# manifest "kind" -> scheme, for specs that are a bare index directory.
-INDEX_KINDS: dict[str, str] = {"bm25": "bm25", "dense": "dense"}
+# the built-in schemes (spec.py holds the registries; INDEX_KINDS: manifest kind -> scheme)
+RETRIEVER_SCHEMES.update({"bm25": _bm25, "dense": _dense, "hybrid": _hybrid, "es": _es})
 
 # Importable from here, but loaded on first use: they pull numpy, torch or elasticsearch.
 _LAZY = {

@@ -20,7 +20,7 @@ progress bar over the bytes read. ``docs/corpora.md`` says where each is downloa
 The 2WikiMultihopQA and MuSiQue corpora of IRCoT and the papers are the paragraphs of every
 question of the datasets' own train/dev/test files, pooled and deduplicated:
 ``noterag corpus-from raw_data/musique/ --out musique-corpus.jsonl`` writes them
-(``noterag.eval.datasets.pool_corpus``).
+(``noterag.datasets.pool_corpus``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from noterag.errors import CorpusError
+
+from .corpus_files import open_corpus
 
 JSONL = "jsonl"
 DPR_TSV = "dpr-tsv"
@@ -105,8 +107,6 @@ def read_records(path: Path, fmt: str, progress: Callable[[int], None]) -> Itera
 
 
 def _dpr_records(path: Path, progress: Callable[[int], None]) -> Iterator[Record]:
-    from .corpus import open_corpus
-
     handle = open_corpus(path)  # gzip decompressed as it is read, by its bytes
     offset = getattr(handle, "file_offset", handle.tell)
     # A passage is short; the limit only keeps a file that is no TSV from filling memory.
@@ -261,8 +261,6 @@ def open_check(path: Path, fmt: str) -> None:
             return  # corpus_format found wiki_*.bz2 files in it
         _probe(path)
         return
-    from .corpus import open_corpus
-
     open_corpus(path).close()
 
 

@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl
+
+from langchain_core.retrievers import BaseRetriever
 
 from noterag.errors import ConfigError, IndexNotFoundError
 
@@ -59,10 +61,16 @@ class RetrieverSpec:
         return f"{self.scheme}:{self.location}"
 
 
-def _registry() -> tuple[Mapping[str, object], Mapping[str, str]]:
-    # The registries live in the package, which imports this module while it loads.
-    from noterag.retrievers import INDEX_KINDS, RETRIEVER_SCHEMES
+# The registries: scheme -> factory(location, k) (the package's ``__init__`` registers the
+# built-in ones, as any other backend would) and manifest "kind" -> scheme, for specs that are a
+# bare index directory. Held here, where a spec is read, so that this module needs nothing of
+# the package's.
+RetrieverFactory = Callable[[str, int], BaseRetriever]
+RETRIEVER_SCHEMES: dict[str, RetrieverFactory] = {}
+INDEX_KINDS: dict[str, str] = {"bm25": "bm25", "dense": "dense"}
 
+
+def _registry() -> tuple[Mapping[str, object], Mapping[str, str]]:
     return RETRIEVER_SCHEMES, INDEX_KINDS
 
 

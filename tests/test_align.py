@@ -31,7 +31,7 @@ from noterag.align.scoring import (
 from noterag.align.stages import GRID, sampling_grid
 from noterag.cli import app
 from noterag.errors import ConfigError
-from noterag.eval.report import RunDirError
+from noterag.eval.runs import RunDirError
 from noterag.models.hf import missing_modules
 from noterag.prompts import align as align_prompts
 from scripted import VELMORA_ROWS, KeywordRetriever, passages
@@ -486,7 +486,7 @@ def test_score_prompts_are_the_official_config_texts() -> None:
 
 
 def test_stage_prompts_are_the_official_files() -> None:
-    from noterag.prompts.template import official_prompt
+    from noterag.prompt import official_prompt
 
     for stage, file in (
         ("rag", "base"),

@@ -19,7 +19,7 @@ from test_prompts import paper, words
 
 from noterag.errors import ConfigError
 from noterag.graphs import amber
-from noterag.nodes.parsing import Verdict, parse_new_question, parse_nli
+from noterag.parsing import Verdict, parse_new_question, parse_nli
 from noterag.prompts import adaptive_note
 from noterag.prompts import amber as amber_prompts
 from scripted import KeywordRetriever, ScriptedModel, method_events

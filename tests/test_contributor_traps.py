@@ -31,11 +31,12 @@ import noterag
 import noterag.models
 from noterag.cli import app
 from noterag.context import RunContext
+from noterag.graphs import assemble
 from noterag.methods import METHODS, register
-from noterag.nodes.step import RETRIEVAL, Ask, Env, Search, StepGen, node
-from noterag.prompts.template import AnswerPrompts, Prompt
+from noterag.prompt import AnswerPrompts, Prompt
 from noterag.spec import Deps, MethodError, MethodSpec
 from noterag.state import ChatFields, CostFields, NoteOutput, NoteState
+from noterag.step import RETRIEVAL, Ask, Env, Search, StepGen, node
 from noterag.trace import record, render_html
 from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
 
@@ -103,7 +104,7 @@ SPEC = MethodSpec(
 
 def build(spec: MethodSpec = SPEC, model: Any = None, **role_models: Any) -> Any:
     model = model or ScriptedModel(script={"asker": "1871"})
-    return spec.build(model, KeywordRetriever(passages=CORPUS), **role_models)
+    return assemble.build(spec, model, KeywordRetriever(passages=CORPUS), **role_models)
 
 
 # --- trap 1: passage text comes from the engine's retrieval events ----------------------------------

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from noterag.errors import CorpusError
 from noterag.retrievers import CorpusStats, iter_corpus
-from noterag.retrievers.corpus import _COMPRESSED, _compressed
+from noterag.retrievers.corpus_files import _COMPRESSED, _compressed
 
 
 def write_lines(path: Path, lines: list[str | bytes]) -> Path:
@@ -238,7 +238,7 @@ def test_line_limit_boundaries_keep_line_numbers(
     from noterag.retrievers import corpus as corpus_module
 
     monkeypatch.setattr(corpus_module, "MAX_LINE_BYTES", 40)
-    monkeypatch.setattr(corpus_module, "_READ_CHUNK", limit)
+    monkeypatch.setattr(corpus_module, "READ_CHUNK", limit)
     short = jl({"id": "a", "text": "ok"})  # 26 bytes + newline: under the limit
     exact = jl({"id": "b", "text": "x" * 15})  # 39 bytes + newline: exactly the limit
     path = write_lines(

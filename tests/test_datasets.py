@@ -1,4 +1,4 @@
-"""Dataset loaders and corpus pooling (noterag.eval.datasets).
+"""Dataset loaders and corpus pooling (noterag.datasets).
 
 The real files live beside the project in ``../shared/data`` (see its README); tests that need
 them skip, naming the missing path, in a clone that does not have it.
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from noterag.datasets import PoolStats, detect_format, passage_id
+from noterag.datasets.formats import generated_id
 from noterag.errors import ConfigError, NoteragError
 from noterag.eval import DatasetError, Example, load_dataset, pool_corpus
-from noterag.eval.datasets import PoolStats, detect_format, passage_id
-from noterag.eval.formats import generated_id
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

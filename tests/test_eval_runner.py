@@ -34,7 +34,7 @@ import noterag.models
 from noterag.cli import app
 from noterag.errors import ConfigError, ModelUnavailableError
 from noterag.eval import run_eval
-from noterag.eval.report import RunDirError
+from noterag.eval.runs import RunDirError
 from noterag.models import local_extra_installed
 from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
 

@@ -26,8 +26,8 @@ import noterag
 from noterag.errors import ConfigError
 from noterag.eval import run_eval
 from noterag.eval.report import print_summary
-from noterag.eval.runner import fatal_error
 from noterag.models import RETRY_BACKOFF, ModelSettings, count_retries, load_chat_model
+from noterag.models.errors import fatal_error
 from noterag.sample import sample_index, sample_questions
 from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import noterag
-from noterag.nodes.parsing import parse_nli, parse_status, parse_sub_question, parse_yes_no
+from noterag.parsing import parse_nli, parse_status, parse_sub_question, parse_yes_no
 from noterag.profiles import get_profile
 from scripted import (
     QUESTION,

@@ -422,7 +422,8 @@ def test_scores_are_percentages() -> None:
 
 
 def test_reports_list_the_papers_columns_before_ours() -> None:
-    from noterag.eval.report import metric_label, metric_means
+    from noterag.eval.report import metric_means
+    from noterag.eval.runs import metric_label
 
     rows = [
         {"metrics": score("The U.S. Navy", ["US Navy"], "multihop")},

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from noterag.nodes.parsing import (
+from noterag.parsing import (
     _DONE,
     Verdict,
     official_status,

@@ -31,7 +31,7 @@ PRIVATE = {
 EXPECTED_TO_BE_FIXED = {
     # BaseRetriever._aget_relevant_documents compared, to tell a sync-only retriever (whose
     # default async path would drop k) from one with an async search of its own
-    "nodes/step.py",
+    "noterag/step.py",
     # not yet fixed: copy_chat_model pops LangChain's cached _serialized (no public way found
     # that copies every chat model with its clients)
     "noterag/spec.py",

@@ -19,8 +19,8 @@ from pydantic import Field, PrivateAttr
 
 from noterag.errors import ConfigError
 from noterag.graphs import react
-from noterag.nodes.parsing import count_fallbacks
 from noterag.nodes.react import lookup_list, parse_action, parse_final_answer, parse_thought_action
+from noterag.parsing import count_fallbacks
 from noterag.prompts import react as react_prompts
 from noterag.prompts.vendored import original_source, original_text
 from scripted import (

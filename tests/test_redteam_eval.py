@@ -39,14 +39,15 @@ from typer.testing import CliRunner
 
 import noterag.models
 from noterag.cli import app
+from noterag.datasets import DatasetError, load_dataset
+from noterag.datasets import records as records_module
 from noterag.errors import ConfigError, NoteragError
-from noterag.eval import records as records_module
-from noterag.eval import report as report_module
 from noterag.eval import run_eval
+from noterag.eval import runs as runs_module
 from noterag.eval.cache import CacheError, SQLiteLLMCache, reply_key
-from noterag.eval.datasets import DatasetError, load_dataset
 from noterag.eval.lock import LOCK_FILE, RunLockedError, run_lock
-from noterag.eval.report import RunDirError, compute_summary, read_run
+from noterag.eval.report import compute_summary
+from noterag.eval.runs import RunDirError, read_run
 from noterag.models import ModelSettings, load_chat_model
 from noterag.redact import redact
 from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
@@ -458,12 +459,12 @@ def test_a_result_row_over_its_limit_is_refused(
     data = jsonl(tmp_path / "q.jsonl", questions(2))
     run = tmp_path / "run"
     evaluate(data, run, ScriptedModel(script={"answer": GOLD}))
-    monkeypatch.setattr(report_module, "MAX_ROW_BYTES", 64 << 10)
+    monkeypatch.setattr(runs_module, "MAX_ROW_BYTES", 64 << 10)
     with (run / "results.jsonl").open("a") as results:
         results.write('{"id": "q9", "answer": "' + "x" * (65 << 10) + '"}\n')
     with pytest.raises(RunDirError, match=r"results\.jsonl line 3 is over the 0 MiB limit"):
         read_run(run)
-    monkeypatch.setattr(report_module, "MAX_RUN_FILE_BYTES", 16)
+    monkeypatch.setattr(runs_module, "MAX_RUN_FILE_BYTES", 16)
     with pytest.raises(RunDirError, match=r"run\.json is over the 0 MiB limit"):
         read_run(run)
 
@@ -858,7 +859,7 @@ def test_workers_are_no_more_than_the_questions_to_answer(
         for example in todo:  # answered here: only the number of processes is the point
             keep(asyncio.run(answer_one(setup.build_graph(), example, setup.config)))
 
-    from noterag.eval.runner import answer_one
+    from noterag.eval.rows import answer_one
 
     monkeypatch.setattr(workers_module, "run_workers", run_workers)
     data = jsonl(tmp_path / "q.jsonl", questions(3))

@@ -9,16 +9,8 @@ from typing import Any
 
 import pytest
 
-from noterag.eval.report import (
-    RunDirError,
-    busy_seconds,
-    compare,
-    compute_summary,
-    percentile,
-    plot,
-    scan_results,
-    summarize,
-)
+from noterag.eval.report import busy_seconds, compare, compute_summary, percentile, plot, summarize
+from noterag.eval.runs import RunDirError, scan_results
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -15,7 +15,7 @@ from pydantic import PrivateAttr
 from noterag.context import ReSPContext
 from noterag.errors import ConfigError
 from noterag.graphs import resp
-from noterag.nodes.parsing import parse_sub_question, parse_yes_no, until_done
+from noterag.parsing import parse_sub_question, parse_yes_no, until_done
 from noterag.prompts import resp as resp_prompts
 from scripted import (
     KeywordRetriever,

@@ -28,10 +28,11 @@ from typer.testing import CliRunner
 
 import noterag.models
 from noterag.cli import app
+from noterag.datasets import DatasetError, load_dataset
 from noterag.errors import ConfigError, CorpusError, NoteragError
 from noterag.eval import run_eval
-from noterag.eval.datasets import DatasetError, load_dataset
-from noterag.eval.report import RunDirError, compare, compute_summary
+from noterag.eval.report import compare, compute_summary
+from noterag.eval.runs import RunDirError
 from noterag.retrievers import BM25Retriever, CorpusStats, build_bm25_index, iter_corpus
 from noterag.retrievers.dense import DenseRetriever, build_dense_index
 from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script

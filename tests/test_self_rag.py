@@ -23,8 +23,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 import noterag
 from noterag.errors import ConfigError
 from noterag.graphs import self_rag
-from noterag.nodes.parsing import count_fallbacks
 from noterag.nodes.self_rag import Token, critique, read_tokens, retrieve_score, short_form
+from noterag.parsing import count_fallbacks
 from noterag.prompts import self_rag as self_rag_prompts
 from scripted import (
     KeywordRetriever,

@@ -13,8 +13,8 @@ import pytest
 
 from noterag.errors import ConfigError
 from noterag.graphs import self_rerank
-from noterag.nodes.parsing import count_fallbacks
 from noterag.nodes.self_rerank import parse_labels
+from noterag.parsing import count_fallbacks
 from scripted import (
     QUESTION,
     VELMORA_ROWS,

@@ -199,7 +199,7 @@ def test_a_misspelt_slot_on_the_command_line_is_refused(tmp_path: Any) -> None:
 
 
 def test_the_overridden_prompt_sets_kept_are_bounded() -> None:
-    from noterag.nodes import step
+    from noterag import step
 
     step._overridden.cache_clear()
     model = ScriptedModel(script=velmora_script())
@@ -328,8 +328,11 @@ class _Spec:
 def test_the_factory_checks_a_runs_settings_and_builds_per_model_and_index(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from noterag.spec import server_graph
+    from noterag.graphs import assemble
+    from noterag.graphs.assemble import server_graph
 
+    # the fake spec builds its own stand-in graph
+    monkeypatch.setattr(assemble, "build", lambda spec, model, index: spec.build(model, index))
     monkeypatch.setenv("NOTERAG_SERVER_MODELS", "openai:a@http://h/v1,openai:b@http://h/v1")
     monkeypatch.setenv("NOTERAG_SERVER_INDEXES", "bm25:/srv/wiki")
     spec = _Spec()

@@ -16,11 +16,11 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 import noterag
-import noterag.nodes.question as question_module
+import noterag.question as question_module
 from noterag.context import DeepNoteContext
 from noterag.errors import ConfigError
 from noterag.graphs import note_loop
-from noterag.nodes.step import on_loop, run_context
+from noterag.step import on_loop, run_context
 from scripted import (
     QUESTION,
     VELMORA_ROWS,

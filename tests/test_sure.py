@@ -16,8 +16,8 @@ from pydantic import PrivateAttr
 
 from noterag.errors import ConfigError
 from noterag.graphs import sure
-from noterag.nodes.parsing import count_fallbacks
 from noterag.nodes.sure import parse_candidates, parse_preference, parse_validity, select
+from noterag.parsing import count_fallbacks
 from noterag.prompts import sure as sure_prompts
 from scripted import (
     QUESTION,

@@ -28,11 +28,11 @@ from noterag.cli import app
 from noterag.context import MOST_STEPS, RunContext, setting
 from noterag.methods import register
 from noterag.nodes.answer import answer
-from noterag.nodes.step import Ask, Env, StepGen, node
 from noterag.nodes.stops import stop_check
-from noterag.prompts.template import AnswerPrompts, Prompt
+from noterag.prompt import AnswerPrompts, Prompt
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields
+from noterag.step import Ask, Env, StepGen, node
 from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
 
 # --- the method: everything a method is, in one place ---------------------------------------------

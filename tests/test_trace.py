@@ -26,12 +26,12 @@ from test_amber import script as amber_script
 from test_cli import assert_one_error_line, cli
 
 from noterag.context import RunContext
-from noterag.eval.runner import result_row
+from noterag.eval.rows import result_row
 from noterag.graphs import adaptive_note, amber, deepnote, no_retrieval, vanilla
 from noterag.methods import METHODS
-from noterag.nodes.step import Env, Search, StepGen
-from noterag.nodes.step import node as step_node
 from noterag.spec import Deps
+from noterag.step import Env, Search, StepGen
+from noterag.step import node as step_node
 from noterag.trace import (
     LAYOUTS,
     TraceInputError,

@@ -51,7 +51,7 @@ from noterag.align.stages import (
 from noterag.align.stats import TABLE_ORDER, run_statistics
 from noterag.errors import ConfigError
 from noterag.eval import loop
-from noterag.eval.report import RunDirError, scan_results
+from noterag.eval.runs import RunDirError, scan_results
 from noterag.models.errors import fatal_error, one_line_error
 
 RUN_FILE = "run.json"
@@ -120,7 +120,7 @@ def run_align_data(
 
     grid = sampling_grid(samples, random.Random(seed))
     from noterag import models
-    from noterag.eval.datasets import load_dataset
+    from noterag.datasets import load_dataset
     from noterag.spec import resolve_retriever
 
     examples = load_dataset(Path(dataset), format=format, limit=limit)

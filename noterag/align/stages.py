@@ -52,10 +52,10 @@ from noterag.align.scoring import (
     rank_by_judge,
     score_rag,
 )
-from noterag.nodes.step import NOSTREAM, reply_text, to_passage
 from noterag.profiles import deepnote_passages
 from noterag.prompts.align import JUDGES
 from noterag.prompts.align import STAGES as STAGE_PROMPTS
+from noterag.step import NOSTREAM, reply_text, to_passage
 
 # gen_dpo_data.py: temperature_list x top_p_list, temperature outermost
 TEMPERATURES = (0.1, 0.5, 0.9)

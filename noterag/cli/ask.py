@@ -321,7 +321,7 @@ def thread_input(
 
     from langchain_core.messages import HumanMessage
 
-    from noterag.nodes.step import reply_text
+    from noterag.step import reply_text
 
     config: dict[str, Any] = {"configurable": {"thread_id": thread or uuid.uuid4().hex}}
     snapshot = graph.get_state(config)
@@ -371,7 +371,7 @@ def summary(
     fallbacks = dict(final.get("fallbacks") or {})
     cut = fallbacks.pop("passage_truncated", 0)  # not a reply: passages over max_passage_chars
     unreadable = sum(fallbacks.values())
-    if unreadable:  # the replies no parser could read took their fallbacks (nodes/parsing.py)
+    if unreadable:  # the replies no parser could read took their fallbacks (noterag/parsing.py)
         parts.insert(-1, f"{unreadable} unreadable {'reply' if unreadable == 1 else 'replies'}")
     if cut:
         limit = f" to {passage_cap:,} characters" if passage_cap else ""

@@ -44,7 +44,7 @@ def corpus_from_command(
     with user_errors(guard_of(ctx)):
         if out.exists() and not force:
             raise ConfigError(f"{out} already exists; pass --force to replace it")
-        from noterag.eval.datasets import PoolStats, pool_corpus
+        from noterag.datasets import PoolStats, pool_corpus
 
         stats = PoolStats()
         with status(console, "pooling") as spinner:

@@ -224,7 +224,7 @@ CacheOption = Annotated[
 
 
 def _format_help() -> str:
-    from noterag.eval.datasets import FORMATS
+    from noterag.datasets import FORMATS
 
     return f"The dataset's format, instead of detecting it: {', '.join(FORMATS)}."
 

@@ -1,6 +1,6 @@
 """Evaluation harness: datasets, metrics (and, later, the runner)."""
 
-from noterag.eval.datasets import DatasetError, Example, load_dataset, pool_corpus
+from noterag.datasets import DatasetError, Example, load_dataset, pool_corpus
 from noterag.eval.metrics import aggregate, score
 
 __all__ = [

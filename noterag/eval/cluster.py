@@ -87,7 +87,7 @@ class Answerer:
         """``("row", row)``, or ``("abort", error, resumable)`` for an error that would fail
         every question (returned, not raised: the driver tells it from a dead worker)."""
         from noterag.eval.loop import Abort, use_threads
-        from noterag.eval.runner import answer_one
+        from noterag.eval.rows import answer_one
         from noterag.eval.workers import portable_error
         from noterag.models.turns import ModelTurns
 

@@ -32,7 +32,7 @@ from typing import Any, Self
 
 from noterag._fs import fsync_dir
 from noterag.errors import NoteragError
-from noterag.eval.report import RunDirError, scan_results
+from noterag.eval.runs import RunDirError, scan_results
 from noterag.redact import redact
 
 # --------------------------------------------------------------------------- files

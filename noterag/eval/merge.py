@@ -33,7 +33,8 @@ from noterag._fs import atomic_write_json, atomic_write_lines
 from noterag.errors import ConfigError
 from noterag.eval.lock import run_lock
 from noterag.eval.loop import encode_row, show
-from noterag.eval.report import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, RunDirError, Summary, read_run
+from noterag.eval.report import Summary
+from noterag.eval.runs import RESULTS_FILE, RUN_FILE, SUMMARY_FILE, RunDirError, read_run
 
 # What shards of one evaluation share (the run.json fields; the index by build id below).
 AGREED = (

@@ -66,7 +66,7 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-TASKS = ("multihop", "asqa", "strategyqa")
+from noterag.datasets.records import TASKS
 
 # The columns each task yields, the papers' (the official code's) first, then ours.
 PAPER_METRICS: dict[str, tuple[str, ...]] = {

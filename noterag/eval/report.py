@@ -22,7 +22,7 @@ How the numbers are made:
 * ``retries`` is the number of model requests the client sent again after a transient failure
   (HTTP 429/5xx, timeout, reset), over every question, failed ones included; ``fallbacks``
   counts, by kind, the replies a parser could not read and answered with its documented
-  fallback (``noterag.nodes.parsing``), over the answered questions;
+  fallback (``noterag.parsing``), over the answered questions;
 * ``latency_includes_queueing``: the run sent more questions at once than its endpoint serves
   (the local server answers one at a time), so its latencies include the time spent queued.
 """
@@ -30,7 +30,6 @@ How the numbers are made:
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
 from collections import Counter
@@ -42,27 +41,18 @@ from typing_extensions import TypedDict
 
 from noterag._fs import atomic_write_bytes, atomic_write_json, check_output_file, file_starts_with
 from noterag.errors import NoteragError
+from noterag.eval.runs import (
+    METRIC_ORDER,
+    SUMMARY_FILE,
+    RunDirError,
+    metric_label,
+    metric_rank,
+    read_run,
+)
 
 if TYPE_CHECKING:
     from noterag.eval.significance import Significance
 
-RUN_FILE = "run.json"
-RESULTS_FILE = "results.jsonl"
-SUMMARY_FILE = "summary.json"
-
-# The order metric columns appear in, whatever the tasks of the compared runs: the papers'
-# columns (computed as the official code computes them) first, then our own definitions
-# (noterag.eval.metrics says which is which).
-METRIC_ORDER = ("em", "f1", "acc", "str_em", "str_hit", "acc_norm", "acc_strict")
-METRIC_NAMES = {
-    "em": "EM",
-    "f1": "F1",
-    "acc": "Acc",
-    "str_em": "str-em",
-    "str_hit": "str-hit",
-    "acc_norm": "Acc (norm.)",
-    "acc_strict": "Acc (strict)",
-}
 COSTS = ("llm_calls", "prompt_tokens", "completion_tokens", "tokens", "passages")
 
 
@@ -119,10 +109,6 @@ class Summary(TypedDict):
     usage_ignored: NotRequired[int]
 
 
-class RunDirError(NoteragError):
-    """A run directory is missing, or its files are not what the runner writes."""
-
-
 class RunFailedError(NoteragError):
     """A finished run failed too many of its questions for its numbers to stand."""
 
@@ -131,130 +117,6 @@ class RunFailedError(NoteragError):
 # a wrong answer, so 10 % failures can move a metric by up to 10 points: more than most gaps
 # between the methods the papers compare.
 MAX_ERROR_RATE = 0.1
-
-
-# --------------------------------------------------------------------------- reading
-
-
-# The most a run's file may hold, read back: one result row (a question with its trace, a few
-# KB to a few hundred KB) and run.json (the configuration and the question ids). Past them the
-# file is refused, naming it, rather than read into memory whole.
-MAX_ROW_BYTES = 64 << 20
-MAX_RUN_FILE_BYTES = 256 << 20
-
-
-def scan_results(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The rows of a results file and the byte offset where its valid part ends.
-
-    Every row is written as one line with its newline in a single write, so a crash can only
-    damage the end of the file: the invalid lines after the last valid one are that damage and
-    lie past the returned offset. A last row whose newline is missing (lost by a copy or an
-    editor) is whole and kept (``noterag.eval.loop.repair_lines`` gives it back its newline).
-    An invalid line *before* a valid one is not a crash's trace and is refused, as is an id
-    seen twice, a line over ``MAX_ROW_BYTES`` or JSON nested too deeply to read.
-    """
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        return [], 0
-    except OSError as exc:
-        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
-    with handle:
-        return _scan_rows(path, handle)
-
-
-def _scan_rows(path: Path, handle: Any) -> tuple[list[dict[str, Any]], int]:
-    rows: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    valid_end = 0
-    bad_line: int | None = None
-    offset = 0
-    number = 0
-    while raw := _read_line(path, handle, MAX_ROW_BYTES + 1):
-        number += 1
-        if len(raw) > MAX_ROW_BYTES:
-            raise RunDirError(
-                f"{path} line {number} is over the {MAX_ROW_BYTES >> 20} MiB limit for one "
-                "result row: not a results file noterag wrote, or damaged"
-            )
-        offset += len(raw)
-        try:
-            row = _parse_row(raw)
-        except RecursionError:
-            raise RunDirError(
-                f"{path} line {number} holds JSON nested too deeply to read: not a result row"
-            ) from None
-        if row is None:
-            bad_line = bad_line or number
-            continue
-        if bad_line is not None:
-            raise RunDirError(
-                f"{path} line {bad_line} is not a result row although later lines are; the file "
-                "was edited or damaged (only a half-written last line is repaired automatically)"
-            )
-        if row["id"] in seen:
-            raise RunDirError(
-                f"{path} line {number} repeats question id {row['id']!r} (first on line "
-                f"{seen[row['id']]})"
-            )
-        seen[row["id"]] = number
-        rows.append(row)
-        valid_end = offset
-    return rows, valid_end
-
-
-def _read_line(path: Path, handle: Any, limit: int) -> bytes:
-    try:
-        line: bytes = handle.readline(limit)
-    except OSError as exc:
-        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return line
-
-
-def _parse_row(raw: bytes) -> dict[str, Any] | None:
-    # A row torn by a crash is a prefix of "{...}\n": invalid JSON unless all of it but the
-    # newline was written, and then it is the whole row.
-    try:
-        row = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return row if isinstance(row, dict) and isinstance(row.get("id"), str) else None
-
-
-def read_json_file(path: Path, what: str = "run configuration") -> dict[str, Any]:
-    """A run's JSON file (run.json, summary.json) as an object: a ``RunDirError`` naming it
-    when it cannot be read, is over ``MAX_RUN_FILE_BYTES``, is not JSON (or nested too deeply
-    to read) or not an object."""
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_RUN_FILE_BYTES + 1)
-    except OSError as exc:
-        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_RUN_FILE_BYTES:
-        raise RunDirError(f"{path} is over the {MAX_RUN_FILE_BYTES >> 20} MiB limit for a {what}")
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise RunDirError(f"{path} is not readable JSON: {reason}") from None
-    if not isinstance(value, dict):
-        raise RunDirError(f"{path} is not a {what}")
-    return value
-
-
-def read_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A run's configuration (``run.json``) and its finished rows."""
-    run_dir = Path(run_dir)
-    config_path = run_dir / RUN_FILE
-    if not config_path.is_file():
-        what = "does not exist" if not run_dir.exists() else f"holds no {RUN_FILE}"
-        raise RunDirError(
-            f"{run_dir} is not an evaluation run: it {what} (make one with "
-            "`noterag eval ... --out DIR`)"
-        )
-    config = read_json_file(config_path)
-    rows, _ = scan_results(run_dir / RESULTS_FILE)
-    return config, rows
 
 
 # --------------------------------------------------------------------------- summary
@@ -362,11 +224,7 @@ def metric_means(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     from noterag.eval.metrics import aggregate
 
     means = aggregate(row.get("metrics") or {} for row in rows)
-    return {name: means[name] for name in sorted(means, key=_metric_rank)}
-
-
-def _metric_rank(name: str) -> tuple[int, str]:
-    return (METRIC_ORDER.index(name) if name in METRIC_ORDER else len(METRIC_ORDER), name)
+    return {name: means[name] for name in sorted(means, key=metric_rank)}
 
 
 def _cost(row: dict[str, Any], name: str) -> float:
@@ -411,10 +269,6 @@ def busy_seconds(intervals: Iterable[tuple[float, float]]) -> float:
     if current is not None:
         total += current[1] - current[0]
     return total
-
-
-def metric_label(name: str) -> str:
-    return METRIC_NAMES.get(name, name)
 
 
 def print_summary(summary: Summary, console: Any) -> None:
@@ -519,7 +373,7 @@ def compare(
     the table, after a blank line."""
     summaries = [compute_summary(d) for d in run_dirs]
     labels = run_labels(summaries, run_dirs)
-    metrics = sorted({m for s in summaries for m in s["metrics"]}, key=_metric_rank)
+    metrics = sorted({m for s in summaries for m in s["metrics"]}, key=metric_rank)
     header = ["method", "n", *(metric_label(m) for m in metrics),
               "LLM calls", "prompt tok", "compl. tok", "passages", "latency s", "wall s"]  # fmt: skip
     show_errors = any(s["n_errors"] for s in summaries)
@@ -648,7 +502,7 @@ def plot(
     labels = run_labels(summaries, run_dirs)
     shared = [m for m in METRIC_ORDER if all(m in s["metrics"] for s in summaries)]
     metrics = (
-        shared[:2] or sorted({m for s in summaries for m in s["metrics"]}, key=_metric_rank)[:2]
+        shared[:2] or sorted({m for s in summaries for m in s["metrics"]}, key=metric_rank)[:2]
     )
     if not metrics:
         raise NoteragError("nothing to plot: the runs have no finished question")

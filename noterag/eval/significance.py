@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from noterag.errors import NoteragError
-from noterag.eval.report import _metric_rank, read_run
+from noterag.eval.runs import metric_label, metric_rank, read_run
 
 RESAMPLES = 10_000
 CONFIDENCE = 0.95
@@ -261,7 +261,7 @@ def compare_runs(
         metrics = sorted(
             {m for i in same for m in (rows[i].get("metrics") or {})
              if m in (base_rows[i].get("metrics") or {})},
-            key=_metric_rank,
+            key=metric_rank,
         )  # fmt: skip
         for metric in metrics:
             pairs = [
@@ -312,8 +312,6 @@ def _p(value: float | None) -> str:
 def markdown(sig: Significance, labels: dict[Path, str]) -> str:
     """The tests as a markdown table, after a line naming the baseline and the method.
     ``labels`` maps each resolved run directory to its label in the comparison table."""
-    from noterag.eval.report import metric_label
-
     level = f"{sig.confidence:.0%}"
     base_label = labels.get(sig.baseline.resolve(), str(sig.baseline))
     intro = (

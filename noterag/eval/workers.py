@@ -140,7 +140,7 @@ def _worker_main(
 
 async def _serve(conn: Connection, graph: Any, setup: WorkerSetup) -> None:
     from noterag.eval.loop import Abort, use_threads
-    from noterag.eval.runner import answer_one
+    from noterag.eval.rows import answer_one
     from noterag.models.turns import ModelTurns
 
     loop = asyncio.get_running_loop()

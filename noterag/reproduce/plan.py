@@ -387,7 +387,7 @@ def _missing(key: str, item: Input, data: Path) -> Missing:
 
 
 def _count(path: Path, limit: int | None) -> int:
-    from noterag.eval.datasets import load_dataset
+    from noterag.datasets import load_dataset
 
     return len(load_dataset(path, limit=limit))
 

@@ -58,7 +58,7 @@ class CellResult:
 
 def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
     """Every cell of the plan with our value and interval from the runs' directories."""
-    from noterag.eval.report import read_run
+    from noterag.eval.runs import read_run
     from noterag.eval.significance import mean_interval
 
     by_run = {o.run.name: o for o in outcomes}

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from noterag.eval.report import RUN_FILE, RunDirError, Summary, read_run
+from noterag.eval.report import Summary
+from noterag.eval.runs import RUN_FILE, RunDirError, read_run
 from noterag.reproduce.plan import Plan, PlannedRun
 
 CACHE_FILE = "llm-cache.sqlite"
@@ -46,7 +47,7 @@ def run_dir_of(run: PlannedRun, shard: str | None) -> Path:
 
 def question_ids(run: PlannedRun, limit: int | None, shard: str | None) -> list[str]:
     """The ids of the run's questions in this invocation, in the dataset's order."""
-    from noterag.eval.datasets import load_dataset
+    from noterag.datasets import load_dataset
     from noterag.eval.merge import in_shard, parse_shard
 
     examples = load_dataset(Path(run.questions), limit=limit)

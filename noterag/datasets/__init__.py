@@ -36,8 +36,8 @@ dataset name of formats that do not say it is taken from the file or folder name
 Anything malformed raises ``DatasetError`` naming the file, the 1-based line (JSONL) or item
 (JSON array), and what is wrong.
 
-Reading the records is ``noterag.eval.records``; the formats, one pydantic model each, are
-``noterag.eval.formats``; this module finds the file, its format and its dataset name, and pools.
+Reading the records is ``noterag.datasets.records``; the formats, one pydantic model each, are
+``noterag.datasets.formats``; this module finds the file, its format and its dataset name, and pools.
 """
 
 from __future__ import annotations
@@ -52,8 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from noterag._fs import atomic_writer
-from noterag.errors import ConfigError
-from noterag.eval.formats import (
+from noterag.datasets.formats import (
     FORMATS,
     PARAGRAPH_FORMATS,
     Example,
@@ -65,7 +64,8 @@ from noterag.eval.formats import (
     parse_example,
     parse_paragraphs,
 )
-from noterag.eval.records import DatasetError, Record, iter_records
+from noterag.datasets.records import DatasetError, Record, iter_records
+from noterag.errors import ConfigError
 
 __all__ = [
     "FORMATS",

@@ -29,7 +29,7 @@ from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command, Overwrite
 
 from noterag.context import RunContext, resolve_context, with_configurable
-from noterag.nodes.parsing import count_fallbacks, fell_back
+from noterag.parsing import count_fallbacks, fell_back
 from noterag.profiles import Profile
 from noterag.spec import Deps, MethodError, override_prompts
 from noterag.state import Passage, after_update, declared_keys
@@ -283,7 +283,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
     ``then``: the step also decides where the graph goes, from the state its update leads to
     (one graph step, as the paper's step is one: DeepNote's adaptive retrieval decision both
     reviews the note and decides whether to retrieve again); wire it with
-    ``destinations=then.destinations`` (``MethodSpec.build`` adds its conditional edge). A step
+    ``destinations=then.destinations`` (``graphs.assemble.build`` adds its conditional edge). A step
     may also return a ``Command`` (a human review going back to a step): the node's cost is
     added to its update."""
 
@@ -393,7 +393,7 @@ _DECISION = "noterag_decision"
 
 def deciding(runnable: Runnable, decision: Any) -> Runnable:
     """Mark ``runnable`` as a node that decides with ``decision`` (a ``nodes.stops.Decision``):
-    ``MethodSpec.build`` wires its conditional edge."""
+    ``graphs.assemble.build`` wires its conditional edge."""
     object.__setattr__(runnable, _DECISION, decision)
     return runnable
 

@@ -21,6 +21,9 @@ from typing import Any, BinaryIO, cast
 
 from noterag.errors import NoteragError
 
+# The tasks a dataset row may name, each scored by its metrics (noterag.eval.metrics).
+TASKS = ("multihop", "asqa", "strategyqa")
+
 
 class DatasetError(NoteragError):
     """A dataset file is missing or has a malformed record (the message names the line)."""

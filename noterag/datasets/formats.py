@@ -30,9 +30,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from noterag.datasets.records import TASKS, DatasetError, Record, field_subject, json_type
 from noterag.errors import ConfigError
-from noterag.eval.metrics import TASKS
-from noterag.eval.records import DatasetError, Record, field_subject, json_type
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 A run without a question fails here, before any model call. A question asked on a thread with
 earlier turns (a chat's follow-up, "When was she born?") is first rewritten into a standalone
-question from the conversation: one model call (stage ``condense_question``, its prompt in
-``noterag.prompts.conversation``), skipped on a first turn; the rewrite is sent to
+question from the conversation: one model call (stage ``condense_question``, its prompt given
+by the graph's builder: ``noterag.prompts.conversation``), skipped on a first turn; the rewrite is sent to
 ``stream_mode="custom"`` (``{"type": "condensed", ...}``) and kept in the state (``asked``:
 the question as the user wrote it; ``question``: the standalone one every step reads).
 """
@@ -19,10 +19,10 @@ from langgraph.types import Overwrite
 
 from noterag.context import check_question_size
 from noterag.errors import ConfigError
-from noterag.nodes.step import Ask, Env, StepGen, StepRunnable, node, reply_text
-from noterag.prompts.conversation import CONDENSE, ROLE_PREFIX
+from noterag.prompt import Prompt
 from noterag.spec import CONDENSE_ROLE, Deps
 from noterag.state import QuestionInput
+from noterag.step import Ask, Env, StepGen, StepRunnable, node, reply_text
 
 # What a caller sends: all that a fresh run's state holds when this step runs.
 _INPUT_KEYS = frozenset(QuestionInput.__annotations__)
@@ -49,8 +49,12 @@ def fresh_values(state_schema: type) -> dict[str, Any]:
     return fresh
 
 
-def question_step(state_schema: type, deps: Deps) -> Runnable:
-    """The ``question`` step of a graph whose state is ``state_schema``."""
+def question_step(
+    state_schema: type, deps: Deps, condense: Prompt, role_prefix: Mapping[str, str]
+) -> Runnable:
+    """The ``question`` step of a graph whose state is ``state_schema``; a follow-up is
+    rewritten with the ``condense`` prompt, the history laid out with ``role_prefix`` (each
+    speaker's line start: ``{"human": ..., "ai": ...}``)."""
     fresh = fresh_values(state_schema)
 
     def question(state: dict[str, Any], env: Env) -> StepGen:
@@ -61,7 +65,7 @@ def question_step(state_schema: type, deps: Deps) -> Runnable:
         asked = update["question"]
         reply = yield Ask(
             CONDENSE_ROLE,
-            CONDENSE.format(chat_history=chat_history(history), question=asked),
+            condense.format(chat_history=chat_history(history, role_prefix), question=asked),
         )
         standalone = reply.strip() or asked  # an empty rewrite keeps the question as asked
         check_question_size(standalone)
@@ -101,11 +105,11 @@ def _answered_before(state: Mapping[str, Any]) -> bool:
     return any(value for key, value in state.items() if key not in _INPUT_KEYS)
 
 
-def chat_history(messages: list[BaseMessage]) -> str:
+def chat_history(messages: list[BaseMessage], role_prefix: Mapping[str, str]) -> str:
     """The conversation as LangChain's ConversationalRetrievalChain lays it out for its
-    condense prompt: one ``Human: ...`` or ``Assistant: ...`` line per turn."""
+    condense prompt: one ``Human: ...`` or ``Assistant: ...`` line per turn (``role_prefix``)."""
     return "\n".join(
-        ROLE_PREFIX["human" if isinstance(m, HumanMessage) else "ai"] + reply_text(m, sep="\n")
+        role_prefix["human" if isinstance(m, HumanMessage) else "ai"] + reply_text(m, sep="\n")
         for m in messages
     )
 
