@@ -41,12 +41,20 @@ class MethodError(ConfigError):
 
 
 def copy_chat_model(model: Any, **update: Any) -> Any:
-    """``model.model_copy(update=update)`` that reads its own fields: pydantic's ``model_copy``
-    also copies LangChain's memoized serialization of the original (``BaseChatModel._serialized``,
-    a ``cached_property``: what traces and cache keys show), so a copy made after the original's
-    first call would still be described, and cached, as the original."""
-    copy = model.model_copy(update=update)
-    copy.__dict__.pop("_serialized", None)
+    """``model`` with the fields ``update`` changes, built from its field values (pydantic's
+    ``model_construct``: the same objects, clients included, none rebuilt or validated again)
+    rather than by ``model_copy``, which also copies what the instance has memoized: LangChain
+    memoizes a chat model's serialization (what traces and cache keys show), so a copy made
+    after the original's first call would be described, and cached, as the original. Private
+    attributes (a lock around a local pipeline) are shared with the original, as ``model_copy``
+    shares them."""
+    cls = type(model)
+    values = {name: getattr(model, name) for name in cls.model_fields} | (model.model_extra or {})
+    copy = cls.model_construct(
+        _fields_set=model.model_fields_set | set(update), **(values | update)
+    )
+    if model.__pydantic_private__:
+        object.__setattr__(copy, "__pydantic_private__", dict(model.__pydantic_private__))
     return copy
 
 

@@ -24,13 +24,14 @@ from typing import Any, Protocol
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
-from langchain_core.runnables.config import get_executor_for_config, run_in_executor
+from langchain_core.runnables.config import get_executor_for_config
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command, Overwrite
 
 from noterag.context import RunContext, resolve_context, with_configurable
 from noterag.parsing import count_fallbacks, fell_back
 from noterag.profiles import Profile
+from noterag.retrievers.calls import asearch
 from noterag.spec import Deps, MethodError, override_prompts
 from noterag.state import Passage, after_update, declared_keys
 
@@ -270,7 +271,7 @@ def run_context(schema: type[RunContext], given: Any) -> RunContext:
 
 
 class Then(Protocol):
-    """What decides at the end of a step (``nodes.stops.Decision``): ``settle`` adds the
+    """What decides at the end of a step (``noterag.decision.Decision``): ``settle`` adds the
     decision to the step's update; the route is the node's conditional edge."""
 
     def settle(
@@ -392,7 +393,7 @@ _DECISION = "noterag_decision"
 
 
 def deciding(runnable: Runnable, decision: Any) -> Runnable:
-    """Mark ``runnable`` as a node that decides with ``decision`` (a ``nodes.stops.Decision``):
+    """Mark ``runnable`` as a node that decides with ``decision`` (a ``noterag.decision.Decision``):
     ``graphs.assemble.build`` wires its conditional edge."""
     object.__setattr__(runnable, _DECISION, decision)
     return runnable
@@ -471,11 +472,7 @@ def on_loop(func: Callable[..., Any], *, name: str | None = None, trace: bool = 
 
 
 async def _asearch(retriever: BaseRetriever, search: Search) -> list[Any]:
-    # BaseRetriever's default async path drops extra kwargs such as k on the floor only when
-    # the sync method takes none; a retriever that is sync-only but takes k would raise.
-    if type(retriever)._aget_relevant_documents is BaseRetriever._aget_relevant_documents:
-        return await run_in_executor(None, retriever.invoke, search.query, k=search.k)
-    return await retriever.ainvoke(search.query, k=search.k)
+    return await asearch(retriever, search.query, search.k)
 
 
 def _drive(

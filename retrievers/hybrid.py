@@ -25,6 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import Field, field_validator
 
 from .base import SearchMixin
+from .calls import asearch
 
 
 class HybridRetriever(SearchMixin, BaseRetriever):
@@ -78,7 +79,7 @@ class HybridRetriever(SearchMixin, BaseRetriever):
         # Concurrent: the retrievers run in their own threads or on the network.
         results = await asyncio.gather(
             *(
-                retriever.ainvoke(query, config, k=k * self.fetch_factor)
+                asearch(retriever, query, k * self.fetch_factor, config)
                 for retriever in self.retrievers
             )
         )

@@ -13,6 +13,7 @@ import io
 import json
 import subprocess
 import sys
+import threading
 import zlib
 from pathlib import Path
 
@@ -334,27 +335,30 @@ def test_reciprocal_rank_fusion_scores() -> None:
 
 
 async def test_hybrid_asks_its_retrievers_concurrently() -> None:
-    both_started = asyncio.Event()
-    started = 0
+    """Under ainvoke the parts run at once: a retriever of LangChain's own kind (a sync
+    ``_get_relevant_documents``) in its own thread (noterag.retrievers.calls)."""
+    both_started = threading.Barrier(2, timeout=30)
 
     class Waiting(BaseRetriever):
         name_: str
 
         def _get_relevant_documents(self, query: str, *, run_manager, k: int = 5) -> list:
-            raise AssertionError("async path expected")
-
-        async def _aget_relevant_documents(self, query: str, *, run_manager, k: int = 5):
-            nonlocal started
-            started += 1
-            if started == 2:
-                both_started.set()
-            # Sequential calls would wait here forever: the other one never starts.
-            await both_started.wait()
-            return [Document(page_content=self.name_, id=self.name_)]
+            # Sequential calls would wait here until the timeout: the other one never starts.
+            both_started.wait()
+            return [Document(page_content=self.name_, id=self.name_)][:k]
 
     hybrid = HybridRetriever(retrievers=[Waiting(name_="x"), Waiting(name_="y")], k=2)
-    docs = await asyncio.wait_for(hybrid.ainvoke("q"), timeout=30)
+    docs = await asyncio.wait_for(hybrid.ainvoke("q"), timeout=60)
     assert [d.id for d in docs] == ["x", "y"]
+
+
+async def test_hybrid_gives_a_sync_only_part_its_k_under_ainvoke() -> None:
+    """LangChain's default async path cannot pass k to a retriever whose sync method takes it
+    (it would raise); the part is searched through its sync path, k included."""
+    first, second = Ranked(ids=["a", "b", "c", "d"]), Ranked(ids=["c", "e", "a"])
+    hybrid = HybridRetriever(retrievers=[first, second], k=3)
+    assert [d.id for d in await hybrid.ainvoke("q")] == ["a", "c", "b"]
+    assert first.asked == [9] and second.asked == [9]
 
 
 def test_hybrid_spec(tmp_path: Path, index_dir: Path) -> None:
