@@ -10,6 +10,12 @@ noterag's default).
   ``PostgresSaver``, the ``postgres`` extra), for several processes sharing threads;
 * ``"none"``: no checkpointer (a run cannot be resumed).
 
+``server_checkpointer()`` is the same choice for ``langgraph dev`` (langgraph.json's
+``checkpointer``, LangGraph's custom-checkpointer hook): ``$NOTERAG_CHECKPOINT`` (a file, a
+Postgres URL, or ``none`` for the server's own memory), else ``.langgraph_api/threads.sqlite`` in
+the server's directory, beside the server's own list of threads and runs (so ``rm -rf
+.langgraph_api`` clears both).
+
 A run checkpointed after each step (``durability="sync"``) that is killed resumes from its last
 finished step: LangGraph replays no finished node (docs/embedding.md, "Persistence").
 """
@@ -17,8 +23,8 @@ finished step: LangGraph replays no finished node (docs/embedding.md, "Persisten
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +32,8 @@ from noterag.errors import ConfigError
 
 NO_CHECKPOINT = "none"
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
+# langgraph dev keeps its threads and runs in .langgraph_api/ of its working directory
+SERVER_DEFAULT = str(Path(".langgraph_api") / "threads.sqlite")
 
 
 def default_location() -> str:
@@ -117,3 +125,46 @@ def _postgres(url: str) -> Iterator[Any]:
         yield saver
     finally:
         manager.__exit__(None, None, None)
+
+
+@asynccontextmanager
+async def server_checkpointer() -> AsyncIterator[Any]:
+    """The server's saver (langgraph.json: ``"checkpointer": {"backend": "custom", "path":
+    "noterag.persistence.server_checkpointer"}``): LangGraph's async SQLite or Postgres saver
+    for ``$NOTERAG_CHECKPOINT``, else for ``SERVER_DEFAULT``. The server enters it once per
+    event loop and closes it on shutdown."""
+    where = os.environ.get("NOTERAG_CHECKPOINT", "").strip() or SERVER_DEFAULT
+    if where.lower() == NO_CHECKPOINT:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        yield InMemorySaver()
+        return
+    if where.startswith(POSTGRES_SCHEMES):
+        try:
+            import psycopg
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        except ImportError:
+            raise ConfigError(
+                "Postgres threads need the postgres extra: pip install 'noterag[postgres]' "
+                "(langgraph-checkpoint-postgres, psycopg)"
+            ) from None
+        try:
+            async with AsyncPostgresSaver.from_conn_string(where) as saver:
+                await saver.setup()
+                yield saver
+        except (psycopg.OperationalError, OSError) as error:
+            raise ConfigError(
+                f"cannot connect to {describe(where)}: {' '.join(str(error).split())[:300]}"
+            ) from None
+        return
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    path = Path(where).expanduser()
+    if path.is_dir():
+        raise ConfigError(f"the checkpoint location {path} is a directory, not a SQLite file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+        # a killed server leaves the file readable and its committed steps in it
+        await saver.conn.execute("PRAGMA journal_mode=WAL")
+        await saver.setup()
+        yield saver
