@@ -280,6 +280,7 @@ class MethodSpec:
         self.wire(graph, deps)
         wire_decisions(graph)
         wire_answer_review(graph, deps)
+        wire_retries(graph)
         return graph.compile(name=self.name, checkpointer=checkpointer, store=store, cache=cache)
 
 
@@ -292,6 +293,16 @@ def wire_decisions(graph: StateGraph[Any, Any, Any, Any]) -> None:
         decision = decision_of(node_spec.runnable)
         if decision is not None:
             graph.add_conditional_edges(name, decision.edge(), list(decision.destinations))
+
+
+def wire_retries(graph: StateGraph[Any, Any, Any, Any]) -> None:
+    """LangGraph's ``RetryPolicy`` for every node that searches (``nodes.retry.SEARCH_RETRY``:
+    a search failing for a moment runs its node again) that a method has not given its own."""
+    from noterag.nodes.retry import SEARCH_RETRY, searches
+
+    for node_spec in graph.nodes.values():
+        if node_spec.retry_policy is None and searches(node_spec.runnable):
+            node_spec.retry_policy = SEARCH_RETRY
 
 
 def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
