@@ -51,6 +51,7 @@ class HoldingModel(SimModel):
         self.release = threading.Event()
         self.stages: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
+        self.prompts: list[tuple[str, str]] = []  # (stage, prompt) of every request
 
     def reply(self, prompt: str) -> tuple[str, str]:
         stage, text = super().reply(prompt)
@@ -61,6 +62,7 @@ class HoldingModel(SimModel):
         stage = stage_of(prompt)
         with self._lock:
             self.stages[stage] += 1
+            self.prompts.append((stage, prompt))
             first = stage == self.hold and not self.held.is_set()
             if first:
                 self.held.set()
