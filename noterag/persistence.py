@@ -76,6 +76,18 @@ def open_checkpointer(where: str | None = None) -> Iterator[Any]:
         yield saver
 
 
+def _sqlite_file(where: str) -> Path:
+    """The SQLite file at ``where``, its directory made."""
+    path = Path(where).expanduser()
+    if path.is_dir():
+        raise ConfigError(f"the checkpoint location {path} is a directory, not a SQLite file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"cannot open the checkpoint file {path}: {error}") from None
+    return path
+
+
 @contextmanager
 def _sqlite(path: Path) -> Iterator[Any]:
     try:
@@ -86,10 +98,8 @@ def _sqlite(path: Path) -> Iterator[Any]:
         ) from None
     import sqlite3
 
-    if path.is_dir():
-        raise ConfigError(f"the checkpoint location {path} is a directory, not a SQLite file")
+    _sqlite_file(str(path))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         # the graph's parallel steps write from worker threads; SqliteSaver serialises them
         conn = sqlite3.connect(str(path), check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")  # a killed writer leaves the file readable
@@ -103,23 +113,29 @@ def _sqlite(path: Path) -> Iterator[Any]:
         conn.close()
 
 
+NO_POSTGRES = (
+    "Postgres threads need the postgres extra: pip install 'noterag[postgres]' "
+    "(langgraph-checkpoint-postgres, psycopg)"
+)
+
+
+def _unreachable(url: str, error: BaseException) -> ConfigError:
+    """The server's own words, on one line, and the URL without its password."""
+    return ConfigError(f"cannot connect to {describe(url)}: {' '.join(str(error).split())[:300]}")
+
+
 @contextmanager
 def _postgres(url: str) -> Iterator[Any]:
     try:
         import psycopg
         from langgraph.checkpoint.postgres import PostgresSaver
     except ImportError:
-        raise ConfigError(
-            "Postgres threads need the postgres extra: pip install 'noterag[postgres]' "
-            "(langgraph-checkpoint-postgres, psycopg)"
-        ) from None
+        raise ConfigError(NO_POSTGRES) from None
     try:
         manager = PostgresSaver.from_conn_string(url)
         saver = manager.__enter__()
-    except (psycopg.Error, OSError) as error:  # the server's own words, on one line
-        raise ConfigError(
-            f"cannot connect to {describe(url)}: {' '.join(str(error).split())[:300]}"
-        ) from None
+    except (psycopg.Error, OSError) as error:
+        raise _unreachable(url, error) from None
     try:
         saver.setup()
         yield saver
@@ -138,31 +154,37 @@ async def server_checkpointer() -> AsyncIterator[Any]:
         from langgraph.checkpoint.memory import InMemorySaver
 
         yield InMemorySaver()
-        return
-    if where.startswith(POSTGRES_SCHEMES):
-        try:
-            import psycopg
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        except ImportError:
-            raise ConfigError(
-                "Postgres threads need the postgres extra: pip install 'noterag[postgres]' "
-                "(langgraph-checkpoint-postgres, psycopg)"
-            ) from None
-        try:
-            async with AsyncPostgresSaver.from_conn_string(where) as saver:
-                await saver.setup()
-                yield saver
-        except (psycopg.OperationalError, OSError) as error:
-            raise ConfigError(
-                f"cannot connect to {describe(where)}: {' '.join(str(error).split())[:300]}"
-            ) from None
-        return
+    elif where.startswith(POSTGRES_SCHEMES):
+        async with _apostgres(where) as saver:
+            yield saver
+    else:
+        async with _asqlite(_sqlite_file(where)) as saver:
+            yield saver
+
+
+@asynccontextmanager
+async def _apostgres(url: str) -> AsyncIterator[Any]:
+    try:
+        import psycopg
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError:
+        raise ConfigError(NO_POSTGRES) from None
+    manager = AsyncPostgresSaver.from_conn_string(url)
+    try:
+        saver = await manager.__aenter__()
+    except (psycopg.Error, OSError) as error:
+        raise _unreachable(url, error) from None
+    try:
+        await saver.setup()
+        yield saver
+    finally:
+        await manager.__aexit__(None, None, None)
+
+
+@asynccontextmanager
+async def _asqlite(path: Path) -> AsyncIterator[Any]:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    path = Path(where).expanduser()
-    if path.is_dir():
-        raise ConfigError(f"the checkpoint location {path} is a directory, not a SQLite file")
-    path.parent.mkdir(parents=True, exist_ok=True)
     async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
         # a killed server leaves the file readable and its committed steps in it
         await saver.conn.execute("PRAGMA journal_mode=WAL")
