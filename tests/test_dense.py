@@ -21,6 +21,9 @@ import pytest
 from pydantic import Field
 
 np = pytest.importorskip("numpy", reason="numpy is not installed (it comes with the dense extra)")
+pytest.importorskip(
+    "faiss", reason="faiss-cpu is not installed (the dense extra: pip install 'noterag[dense]')"
+)
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document

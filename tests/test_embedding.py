@@ -442,3 +442,89 @@ def test_answer_only_composes_with_str_output_parser() -> None:
     assert chain.invoke({"question": QUESTION}) == "1871"
     assert chain.batch([QUESTION, QUESTION]) == ["1871", "1871"]
     assert asyncio.run(chain.ainvoke(QUESTION)) == "1871"
+
+
+# --------------------------------------------------------------------------- retry policy
+
+
+class FlakySearch:
+    """A search that raises ``errors`` in turn (one per call), then finds as KeywordRetriever."""
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors, self.calls = list(errors), 0
+
+    def __call__(self, query: str) -> list[Document]:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return keyword_docs(query)
+
+
+def test_every_node_with_effects_has_langgraphs_retry_policy_for_searches() -> None:
+    from noterag.retry import SEARCH_RETRY
+
+    for method in noterag.METHODS:
+        nodes = noterag.build_graph(method, model=ScriptedModel()).builder.nodes
+        with_policy = {name for name, spec in nodes.items() if spec.retry_policy is SEARCH_RETRY}
+        assert "question" not in with_policy, method
+        assert with_policy, method
+    deepnote = noterag.build_graph("deepnote", model=ScriptedModel()).builder.nodes
+    with_policy = {name for name, spec in deepnote.items() if spec.retry_policy is not None}
+    # the steps written as effects (nodes.step.node), the human review's (it may search) too;
+    # the question step and the streaming answer search nothing
+    assert with_policy == {"init_note", "refine_query", "accumulate", "review", "review_answer"}
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+def test_a_search_that_fails_for_a_moment_runs_its_node_again(run: str) -> None:
+    search = FlakySearch(ConnectionRefusedError("search server restarting"), TimeoutError())
+    model = ScriptedModel(script=velmora_script())
+    graph = noterag.build_graph("deepnote", model=model, retriever=RunnableLambda(search))
+    args = ({"question": QUESTION},)
+    kwargs = {"context": {"max_steps": 1}}
+    out = (
+        graph.invoke(*args, **kwargs)
+        if run == "invoke"
+        else asyncio.run(graph.ainvoke(*args, **kwargs))
+    )
+    assert out["answer"] == "1871"
+    steady, steady_search = ScriptedModel(script=velmora_script()), FlakySearch()
+    again = noterag.build_graph(
+        "deepnote", model=steady, retriever=RunnableLambda(steady_search)
+    ).invoke(*args, **kwargs)
+    # the two failed searches came first in init_note, before its model call: no call twice
+    assert [stage for stage, _ in model.calls] == [stage for stage, _ in steady.calls]
+    assert out["answer"] == again["answer"] and search.calls == steady_search.calls + 2
+
+
+@pytest.mark.parametrize(
+    ("error", "attempts"),
+    [
+        (ConnectionError("down"), 3),  # SEARCH_RETRY.max_attempts, then the error
+        (ValueError("bad query"), 1),  # not transient: at once
+        (ConfigError("no such index"), 1),  # noterag's own
+    ],
+)
+def test_a_search_failure_is_retried_only_when_it_may_pass(error: Exception, attempts: int) -> None:
+    search = FlakySearch(*[error] * 5)
+    graph = noterag.build_graph("vanilla", model=ScriptedModel(), retriever=RunnableLambda(search))
+    with pytest.raises(type(error)) as raised:
+        graph.invoke({"question": QUESTION})
+    assert search.calls == attempts
+    assert "noterag: raised by a search (the retriever)" in raised.value.__notes__
+
+
+def test_a_model_failure_is_not_retried_by_the_node() -> None:
+    """The model's client retries each request itself; a node's retry would resend its calls."""
+
+    sent = []
+
+    class Down(ScriptedModel):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            sent.append(args)
+            raise ConnectionError("model endpoint down")
+
+    graph = noterag.build_graph("vanilla", model=Down(), retriever=keyword_docs)
+    with pytest.raises(ConnectionError):
+        graph.invoke({"question": QUESTION})
+    assert len(sent) == 1

@@ -129,6 +129,9 @@ class Hashing(Embeddings):
 
 
 def build_dense(corpus: Path, out: Path, **kwargs: Any) -> Any:
+    pytest.importorskip(
+        "faiss", reason="faiss-cpu is not installed (the dense extra: pip install 'noterag[dense]')"
+    )
     return build_dense_index(corpus, out, embeddings=Hashing(), progress=False, **kwargs)
 
 

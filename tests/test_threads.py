@@ -51,6 +51,7 @@ class HoldingModel(SimModel):
         self.release = threading.Event()
         self.stages: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
+        self.prompts: list[tuple[str, str]] = []  # (stage, prompt) of every request
 
     def reply(self, prompt: str) -> tuple[str, str]:
         stage, text = super().reply(prompt)
@@ -61,6 +62,7 @@ class HoldingModel(SimModel):
         stage = stage_of(prompt)
         with self._lock:
             self.stages[stage] += 1
+            self.prompts.append((stage, prompt))
             first = stage == self.hold and not self.held.is_set()
             if first:
                 self.held.set()
@@ -287,3 +289,119 @@ def postgres() -> Iterator[str]:
 
 def test_postgres_thread_survives_sigkill(index_dir: Path, postgres: str) -> None:
     kill_and_resume(index_dir, postgres)
+
+
+# --------------------------------------------------------------------------- langgraph dev
+
+
+def _ops_saved_since(workdir: Path, since: float) -> bool:
+    """Whether `langgraph dev` has written its list of threads and runs (it does every 10 s)
+    since ``since``."""
+    ops = workdir / ".langgraph_api" / ".langgraph_ops.pckl"
+    return ops.exists() and ops.stat().st_mtime > since
+
+
+def server_kill_and_resume(
+    tmp_path_factory: pytest.TempPathFactory, workdir: Path, env: dict[str, str]
+) -> None:
+    """A deepnote run on a thread of `langgraph dev` is killed (SIGKILL to the server's process
+    group) while its second review is in flight; a new server in the same directory takes the
+    run up again and finishes it from the thread's checkpoints."""
+    from langgraph_sdk import get_sync_client
+
+    from devserver import PIDS, serve
+
+    model = HoldingModel(hold="review")
+    sim, sim_url = start(model)
+    env = env | {"NOTERAG_MODEL": f"openai:sim@{sim_url}", "NOTERAG_SKIP_MODEL_CHECK": "1"}
+    first = serve(tmp_path_factory, env, workdir)
+    try:
+        url = next(first)
+        client = get_sync_client(url=url, api_key=None, timeout=WAIT)
+        thread = client.threads.create()["thread_id"]
+        created = time.time()
+        run = client.runs.create(
+            thread,
+            "deepnote",
+            input={"question": QUESTION},
+            context={"max_steps": 2, "max_failures": 5},
+        )
+        assert model.held.wait(WAIT), client.runs.get(thread, run["run_id"])
+        # the server's own record of the run reaches its disk every 10 s: kill after it has
+        deadline = time.monotonic() + 30
+        while not _ops_saved_since(workdir, created) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _ops_saved_since(workdir, created)
+        finished = Counter(model.answered)
+        os.killpg(PIDS[url], signal.SIGKILL)
+    finally:
+        first.close()
+    model.release.set()
+    time.sleep(0.2)  # the held request's reply goes to a closed socket
+    before = Counter(model.stages)
+    second = serve(tmp_path_factory, env, workdir)
+    try:
+        url = next(second)
+        client = get_sync_client(url=url, api_key=None, timeout=WAIT)
+        state = client.runs.join(thread, run["run_id"])
+        assert state.get("answer"), state
+        assert client.runs.get(thread, run["run_id"])["status"] == "success"
+        assert client.threads.get_state(thread)["values"]["answer"] == state["answer"]
+    finally:
+        second.close()
+        model.release.set()
+        sim.shutdown()
+    again = Counter(model.stages) - before
+    # as with `noterag ask`: the finished steps' calls are not sent again
+    assert finished == Counter(init_note=1, refine_query=1, accumulate=1)
+    assert again == Counter(review=2, refine_query=1, accumulate=1, answer=1)
+    assert Counter(model.stages) == UNINTERRUPTED + Counter(review=1)
+
+
+@pytest.mark.server
+def test_a_server_thread_survives_sigkill_in_sqlite_by_default(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    server_kill_and_resume(tmp_path_factory, tmp_path, {})
+    # the default: a SQLite file beside the server's own list of threads
+    assert (tmp_path / ".langgraph_api" / "threads.sqlite").is_file()
+
+
+@pytest.mark.server
+def test_a_server_thread_survives_sigkill_in_postgres(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, postgres: str
+) -> None:
+    server_kill_and_resume(tmp_path_factory, tmp_path, {"NOTERAG_CHECKPOINT": postgres})
+    assert not (tmp_path / ".langgraph_api" / "threads.sqlite").exists()
+
+
+def test_the_server_checkpointer_follows_noterag_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import importlib.util
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from noterag.errors import ConfigError
+    from noterag.persistence import server_checkpointer
+
+    async def opened() -> object:
+        async with server_checkpointer() as saver:
+            return saver
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NOTERAG_CHECKPOINT")
+    assert isinstance(asyncio.run(opened()), AsyncSqliteSaver)
+    assert (tmp_path / ".langgraph_api" / "threads.sqlite").is_file()
+    monkeypatch.setenv("NOTERAG_CHECKPOINT", "none")
+    assert isinstance(asyncio.run(opened()), InMemorySaver)
+    monkeypatch.setenv("NOTERAG_CHECKPOINT", str(tmp_path))
+    with pytest.raises(ConfigError, match="is a directory, not a SQLite file"):
+        asyncio.run(opened())
+    if importlib.util.find_spec("langgraph.checkpoint.postgres") is None:
+        return  # without the postgres extra there is no Postgres saver to try
+    monkeypatch.setenv("NOTERAG_CHECKPOINT", f"postgresql://nobody@127.0.0.1:{_free_port()}/x")
+    with pytest.raises(ConfigError, match=r"^cannot connect to postgres://127\.0\.0\.1:\d+/x: "):
+        asyncio.run(opened())

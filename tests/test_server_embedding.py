@@ -1,0 +1,168 @@
+"""The app-facing features of issue 23 against `langgraph dev` through the Python SDK, as Agent
+Chat UI and Studio use them: the human review's interrupts resumed with approve / edit / more
+retrieval (the edited note reaches the answer prompt), "interrupt before answer, update the
+state, continue", and a follow-up question rewritten from the thread's conversation.
+
+The model is bench/sim_endpoint.py's simulated OpenAI-compatible endpoint in this process
+(test_threads.HoldingModel: it accepts every note and records each request's stage and prompt),
+so the tests count the calls the server sends and read the prompts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_threads import QUESTION, WAIT, HoldingModel, start
+
+pytestmark = pytest.mark.server
+
+EDITED = "EDITED NOTE: Aurelio Fenwick, the architect of the Velmora Bridge, was born in 1871."
+# a deepnote run with max_steps=1 and every note accepted
+ONE_STEP = Counter(init_note=1, refine_query=1, accumulate=1, review=1, answer=1)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, HoldingModel]]:
+    from langgraph_sdk import get_sync_client
+
+    from devserver import serve
+
+    model = HoldingModel(hold="none")
+    sim, sim_url = start(model)
+    env = {"NOTERAG_MODEL": f"openai:sim@{sim_url}", "NOTERAG_SKIP_MODEL_CHECK": "1"}
+    server = serve(tmp_path_factory, env)
+    try:
+        url = next(server)
+        yield get_sync_client(url=url, api_key=None, timeout=WAIT), model
+    finally:
+        server.close()
+        sim.shutdown()
+
+
+def calls_of(model: HoldingModel, run: Any) -> Counter[str]:
+    """The endpoint's requests while ``run()`` ran, by stage."""
+    before = Counter(model.stages)
+    run()
+    return Counter(model.stages) - before
+
+
+def interrupts(client: Any, thread: str) -> list[Any]:
+    state = client.threads.get_state(thread)
+    return [i["value"] for task in state["tasks"] for i in task.get("interrupts", [])]
+
+
+def answer_prompts(model: HoldingModel) -> list[str]:
+    return [prompt for stage, prompt in model.prompts if stage == "answer"]
+
+
+REVIEW = {"human_review": "note", "max_steps": 1}
+
+
+def paused_at_the_note(client: Any, model: HoldingModel) -> str:
+    thread = client.threads.create()["thread_id"]
+    done = calls_of(
+        model,
+        lambda: client.runs.wait(thread, "deepnote", input={"question": QUESTION}, context=REVIEW),
+    )
+    assert done == ONE_STEP - Counter(answer=1)  # paused before the answer's call
+    [[request]] = interrupts(client, thread)
+    assert request["action_request"]["action"] == "review_note"
+    values = client.threads.get_state(thread)["values"]
+    assert request["action_request"]["args"]["note"] == values["best_note"]
+    assert client.threads.get_state(thread)["next"]
+    return thread
+
+
+def resume(client: Any, thread: str, response: Any) -> dict[str, Any]:
+    return client.runs.wait(thread, "deepnote", command={"resume": response}, context=REVIEW)
+
+
+def test_accept_at_the_note_answers_without_repeating_a_call(served: Any) -> None:
+    client, model = served
+    thread = paused_at_the_note(client, model)
+    out: dict[str, Any] = {}
+    done = calls_of(model, lambda: out.update(resume(client, thread, {"type": "accept"})))
+    assert done == Counter(answer=1)
+    assert out["answer"] and not interrupts(client, thread)
+
+
+def test_an_edited_note_is_what_the_answer_prompt_reads(served: Any) -> None:
+    client, model = served
+    thread = paused_at_the_note(client, model)
+    edit = {"type": "edit", "args": {"action": "review_note", "args": {"note": EDITED}}}
+    out: dict[str, Any] = {}
+    done = calls_of(model, lambda: out.update(resume(client, thread, [edit])))  # as a list too
+    assert done == Counter(answer=1)
+    assert EDITED in answer_prompts(model)[-1]
+    assert out["best_note"] == EDITED and out["answer"]
+
+
+def test_a_response_retrieves_more_and_asks_again(served: Any) -> None:
+    client, model = served
+    thread = paused_at_the_note(client, model)
+    query = "Aurelio Fenwick birth year"
+    done = calls_of(model, lambda: resume(client, thread, {"type": "response", "args": query}))
+    # the method's accumulation with the passages the reviewer's query found, then the human
+    # review again, of the note it wrote
+    assert done == Counter(accumulate=1)
+    [[request]] = interrupts(client, thread)
+    assert request["action_request"]["action"] == "review_note"
+    values = client.threads.get_state(thread)["values"]
+    assert request["action_request"]["args"]["note"] == values["best_note"]
+    assert query in values["query_log"]
+    out: dict[str, Any] = {}
+    done = calls_of(model, lambda: out.update(resume(client, thread, {"type": "ignore"})))
+    assert done == Counter(answer=1) and out["answer"]
+
+
+def test_interrupt_before_answer_update_state_and_continue_answers_from_the_edit(
+    served: Any,
+) -> None:
+    client, model = served
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(
+        thread,
+        "deepnote",
+        input={"question": QUESTION},
+        context={"max_steps": 1},
+        interrupt_before=["answer"],
+    )
+    assert client.threads.get_state(thread)["next"] == ["answer"]
+    client.threads.update_state(thread, {"best_note": EDITED})
+    assert client.threads.get_state(thread)["next"] == ["answer"]
+    out: dict[str, Any] = {}
+    done = calls_of(
+        model,
+        lambda: out.update(
+            client.runs.wait(thread, "deepnote", input=None, context={"max_steps": 1})
+        ),
+    )
+    assert done == Counter(answer=1)
+    assert out["answer"] and out["best_note"] == EDITED
+    assert EDITED in answer_prompts(model)[-1]
+
+
+def test_a_follow_up_on_a_thread_is_rewritten_from_the_conversation(served: Any) -> None:
+    client, model = served
+    thread = client.threads.create()["thread_id"]
+    ask = {"messages": [{"role": "user", "content": QUESTION}]}
+    first = calls_of(
+        model, lambda: client.runs.wait(thread, "deepnote", input=ask, context={"max_steps": 1})
+    )
+    assert first == ONE_STEP  # a first turn is not rewritten
+    follow = {"messages": [{"role": "user", "content": "And where was he born?"}]}
+    parts = list(
+        client.runs.stream(
+            thread, "deepnote", input=follow, context={"max_steps": 1}, stream_mode="custom"
+        )
+    )
+    condensed = [p.data for p in parts if p.event == "custom" and p.data["type"] == "condensed"]
+    assert len(condensed) == 1 and condensed[0]["asked"] == "And where was he born?"
+    # the rewrite's prompt holds the first turn (the sim answers it as the "answer" stage)
+    rewrite = next(p for p in answer_prompts(model) if "And where was he born?" in p)
+    assert QUESTION in rewrite
+    values = client.threads.get_state(thread)["values"]
+    assert values["asked"] == "And where was he born?"
+    assert values["question"] == condensed[0]["question"] != values["asked"]
