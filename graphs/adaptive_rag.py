@@ -60,16 +60,17 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import setting
+from noterag.decision import single_pass, stop_check
 from noterag.errors import ConfigError
 from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.ircot import ENTRY_CARDS as IRCOT_CARDS
-from noterag.graphs.ircot import GREEDY, IRCoTContext, thought_line
+from noterag.graphs.ircot import GREEDY, IRCoTContext, ircot_stop, thought_line
 from noterag.graphs.single_pass import single_pass_trace
 from noterag.models.runnable import pluggable
 from noterag.nodes import ircot
 from noterag.nodes.adaptive_rag import answer, classify, on_route
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.stops import adaptive_rag_stop, stop_check
+from noterag.profiles import Profile
 from noterag.prompts import adaptive_rag as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
@@ -258,6 +259,19 @@ TRACE_VIEW = (
 """
 )
 
+
+def adaptive_rag_stop(
+    state: Mapping[str, Any], ctx: Any, profile: Profile | None = None
+) -> str | None:
+    """Adaptive-RAG: routes A (no retrieval) and B (single-step) answer after their one pass;
+    route C (multi-step) stops where IRCoT stops."""
+    route = f"class {state.get('complexity')} ({state.get('strategy')})"
+    if state.get("strategy") == "ircot":
+        why = ircot_stop(state, ctx, profile)
+        return f"{route}: {why}" if why else None
+    return f"{route}: {single_pass(state, ctx, profile)}"
+
+
 SPEC = AdaptiveRAGSpec(
     name="adaptive-rag",
     title="Adaptive-RAG (Jeong et al., 2024)",
@@ -266,6 +280,7 @@ SPEC = AdaptiveRAGSpec(
     "LLM (ours) unless classifier_model= gives one",
     context=AdaptiveRAGContext,
     state=AdaptiveRAGState,
+    stops=(adaptive_rag_stop,),
     output=AdaptiveRAGOutput,
     roles=("classifier", "reasoner", "answer"),
     stage_roles={"classify": "classifier", "reason": "reasoner"},

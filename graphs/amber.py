@@ -19,7 +19,7 @@ max_steps (3) counts every iteration, the first (for q itself) included: Section
 collector's loop at q_0 = q, and Table 4's "max iterations" (1, 2, 3) count that first one. The
 state's ``steps`` is t of the last iteration (trace step 0 is the first one), as for the other
 note methods. ``best_note`` holds M_opt. The ``sufficiency`` step itself decides both stop
-conditions (nodes.stops.amber_stop, on the state its update leads to); see noterag.nodes.amber
+conditions (amber_stop, on the state its update leads to); see noterag.nodes.amber
 for what the paper leaves open (t = 0 without a comparison, when the sufficiency check is
 skipped, parse fallbacks) and noterag.prompts.amber for the prompts (the note-updating,
 sufficiency and answer prompts are not Amber's own).
@@ -39,12 +39,14 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import AmberContext
+from noterag.decision import Decision
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.amber import (
     accumulate,
     challenger,
     chunk_filter,
     init_memory,
+    iterations_spent,
     memory_update,
     refiner,
     reviewer,
@@ -54,8 +56,7 @@ from noterag.nodes.amber import (
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import refine_query
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.stops import Decision, amber_stop
-from noterag.profiles import AMBER_PAPER
+from noterag.profiles import AMBER_PAPER, Profile
 from noterag.prompts import amber as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import AmberOutput, AmberState
@@ -132,6 +133,17 @@ def sufficiency_line(event: Mapping[str, Any]) -> Text:
     return text.append(f" ({reason})" if reason else "")
 
 
+def amber_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """Amber's adaptive information collector: the memory is sufficient, or max_steps
+    iterations ran."""
+    iterations = state.get("steps", 0) + 1
+    if state.get("sufficient"):
+        return f"the memory was judged sufficient after {iterations} iteration(s)"
+    if iterations_spent(state, ctx):
+        return f"{iterations} iteration(s) (max_steps = {ctx.max_steps})"
+    return None
+
+
 SPEC = MethodSpec(
     name="amber",
     title="Amber (Qin et al., 2025)",
@@ -139,6 +151,8 @@ SPEC = MethodSpec(
     "collector (no official code: profile paper only)",
     context=AmberContext,
     state=AmberState,
+    stops=(amber_stop,),
+    queries="query_log",
     output=AmberOutput,
     roles=(
         "filter",

@@ -22,8 +22,8 @@ from noterag.prompts.conversation import CONDENSE, ROLE_PREFIX
 from noterag.question import question_step
 from noterag.retry import SEARCH_RETRY, searches
 from noterag.server_policy import ServerPolicy, check_run_settings
-from noterag.spec import Deps, MethodSpec, check_run_prompts
-from noterag.state import QuestionInput
+from noterag.spec import Deps, MethodError, MethodSpec, check_run_prompts
+from noterag.state import QuestionInput, declared_keys
 from noterag.step import StepRunnable, decision_of, node, run_context
 
 if TYPE_CHECKING:
@@ -46,9 +46,16 @@ def build(
     """The compiled graph of the method ``spec``: the question step (a follow-up rewritten
     with ``prompts.conversation``), then the method's own wiring, then what
     every method shares: each deciding step's route (a conditional edge, see
-    ``nodes.stops.Decision``) and the answer's human review. ``checkpointer``, ``store``
+    ``noterag.decision.Decision``) and the answer's human review. ``checkpointer``, ``store``
     and ``cache`` are LangGraph's (``InMemorySaver()``, ``SqliteSaver``, ``PostgresSaver``;
     ``InMemoryStore()``; ``InMemoryCache()``), given to ``compile``; None: none."""
+    if spec.queries is not None and spec.queries not in (
+        declared_keys(spec.state) or {spec.queries}
+    ):
+        raise MethodError(
+            f"{spec.name}: its queries field {spec.queries!r} is not a field of its state "
+            f"{spec.state.__name__}"
+        )
     deps = spec.bind(model, retriever, prompts=prompts, **role_models)
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(
         spec.state,
@@ -59,7 +66,7 @@ def build(
     graph.add_node("question", cast(Any, question_step(spec.state, deps, CONDENSE, ROLE_PREFIX)))
     graph.add_edge(START, "question")
     spec.wire(graph, deps)
-    wire_decisions(graph)
+    wire_decisions(graph, spec)
     wire_answer_review(graph, deps)
     wire_retries(graph)
     return graph.compile(name=spec.name, checkpointer=checkpointer, store=store, cache=cache)
@@ -84,12 +91,20 @@ def wire_retries(graph: StateGraph[Any, Any, Any, Any]) -> None:
             node_spec.retry_policy = SEARCH_RETRY
 
 
-def wire_decisions(graph: StateGraph[Any, Any, Any, Any]) -> None:
-    """The route of every step that decides (``nodes.stops.Decision``), as a conditional edge
-    from it: LangGraph re-runs a node's edges when ``update_state`` writes as that node."""
+def wire_decisions(graph: StateGraph[Any, Any, Any, Any], spec: MethodSpec) -> None:
+    """The route of every step that decides (``noterag.decision.Decision``), as a conditional
+    edge from it: LangGraph re-runs a node's edges when ``update_state`` writes as that node. A
+    step deciding by a rule the method does not declare (``MethodSpec.stops``) is refused."""
     for name, node_spec in list(graph.nodes.items()):
         decision = decision_of(node_spec.runnable)
         if decision is not None:
+            if decision.rule not in spec.stops:
+                declared = ", ".join(rule.__name__ for rule in spec.stops) or "none"
+                raise MethodError(
+                    f"{spec.name}: step {name!r} stops by {decision.rule.__name__}, which the "
+                    f"method does not declare; add it to its MethodSpec.stops (declared: "
+                    f"{declared})"
+                )
             graph.add_conditional_edges(name, decision.edge(), list(decision.destinations))
 
 

@@ -4,7 +4,7 @@ passages in one call, then the answer from the notes.
 
     P = retrieve(q)                           retrieve     (top_k = 5 passages for the question)
     N = LLM(chain-of-note(q, P))              write_notes  (notes, relevance, a brief answer)
-    (single pass)                             stop_check   (nodes.stops.single_pass)
+    (single pass)                             stop_check   (decision.single_pass)
     answer = LLM(prompt_g(q, N))              answer       (Adaptive-Note's generator, N as the note)
 
 Its prompt is the authors' file ``prompts/en/chain-of-note``. Prompts, defaults and

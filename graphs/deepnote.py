@@ -33,6 +33,8 @@ SPEC = MethodSpec(
     "adaptive retrieval decision, note-informed answer",
     context=DeepNoteContext,
     state=NoteState,
+    stops=(note_loop.threshold_stop,),
+    queries="query_log",
     output=NoteOutput,
     roles=note_loop.ROLES,
     prompts={"paper": prompts.PAPER, "official": prompts.OFFICIAL},

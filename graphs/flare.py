@@ -74,11 +74,11 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import RunContext, setting
+from noterag.decision import stop_check
 from noterag.errors import ConfigError
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.flare import answer, look_ahead, regenerate, retrieve
-from noterag.nodes.stops import flare_stop, stop_check
-from noterag.profiles import PAPER
+from noterag.profiles import PAPER, Profile
 from noterag.prompts import flare as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
@@ -270,6 +270,21 @@ TRACE_VIEW = """\
 {% endfor %}
 """
 
+
+def flare_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """FLARE, after each accepted sentence: the generator ended its answer (it stopped by
+    itself after the sentence, or wrote none), max_length tokens were generated (the
+    original's max_generation_len), or max_steps sentences."""
+    steps, tokens = state.get("steps", 0), state.get("tokens", 0)
+    if why := state.get("finished"):
+        return f"{why} at step {steps - 1}"
+    if tokens >= ctx.max_length:
+        return f"{tokens} tokens generated (max_length = {ctx.max_length})"
+    if steps >= ctx.max_steps:
+        return f"{steps} sentence(s) (max_steps = {ctx.max_steps})"
+    return None
+
+
 SPEC = MethodSpec(
     name="flare",
     title="FLARE (Jiang et al., 2023)",
@@ -278,6 +293,8 @@ SPEC = MethodSpec(
     "generated again (needs token log-probabilities)",
     context=FlareContext,
     state=FlareState,
+    stops=(flare_stop,),
+    queries="query_log",
     output=FlareOutput,
     roles=("generator", "questioner"),
     stage_roles={

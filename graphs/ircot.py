@@ -57,11 +57,11 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import MOST_PASSAGES, MOST_STEPS, RunContext, setting
+from noterag.decision import stop_check
 from noterag.errors import ConfigError
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.ircot import answer, reason, retrieve
-from noterag.nodes.stops import ircot_stop, stop_check
-from noterag.profiles import PAPER
+from noterag.profiles import PAPER, Profile
 from noterag.prompts import ircot as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
@@ -229,6 +229,20 @@ TRACE_VIEW = (
 # runs the same generator (starsuzi/Adaptive-RAG @ 0c88670, same file), and so do its A and B.
 GREEDY = replace(PAPER, sampling={"temperature": 0.0})
 
+
+def ircot_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """IRCoT, after each reasoning step (the original's exit controller): the sentence says
+    "answer is", the reasoner wrote no sentence, or max_steps sentences were written."""
+    steps, cot = state.get("steps", 0), state.get("cot") or []
+    if state.get("concluded") is not None:
+        return f'the reasoner concluded ("answer is") at step {steps - 1}'
+    if cot and not cot[-1]:
+        return f"the reasoner wrote no sentence at step {steps - 1}"
+    if steps >= ctx.max_steps:
+        return f"{steps} reasoning step(s) without an answer (max_steps = {ctx.max_steps})"
+    return None
+
+
 SPEC = MethodSpec(
     name="ircot",
     title="IRCoT (Trivedi et al., 2023)",
@@ -236,6 +250,7 @@ SPEC = MethodSpec(
     'until "So the answer is:" or max_steps',
     context=IRCoTContext,
     state=IRCoTState,
+    stops=(ircot_stop,),
     output=IRCoTOutput,
     roles=("reasoner", "reader"),
     stage_roles={"reason": "reasoner", "answer": "reader"},

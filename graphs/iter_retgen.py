@@ -35,11 +35,12 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import MOST_STEPS, RunContext
+from noterag.decision import stop_check
 from noterag.errors import ConfigError
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.iter_retgen import answer, generate
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.stops import iter_retgen_stop, stop_check
+from noterag.profiles import Profile
 from noterag.prompts import iter_retgen as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
@@ -133,6 +134,17 @@ TRACE_VIEW = """\
 {% endfor %}
 """
 
+
+def iter_retgen_stop(
+    state: Mapping[str, Any], ctx: Any, profile: Profile | None = None
+) -> str | None:
+    """Iter-RetGen, after each retrieval: the iteration that retrieved is the T-th (T =
+    max_steps), so its generation is the answer."""
+    if state.get("steps", 0) + 1 >= ctx.max_steps:
+        return f"{ctx.max_steps} iteration(s) (max_steps = T = {ctx.max_steps})"
+    return None
+
+
 SPEC = MethodSpec(
     name="iter-retgen",
     title="Iter-RetGen (Shao et al., 2023)",
@@ -140,6 +152,7 @@ SPEC = MethodSpec(
     "of thought; the T-th generation's answer",
     context=IterRetGenContext,
     state=IterRetGenState,
+    stops=(iter_retgen_stop,),
     output=IterRetGenOutput,
     roles=("generator",),
     stage_roles={"generate": "generator", "answer": "generator"},

@@ -1,5 +1,5 @@
 """The note-centric loop that Adaptive-Note and DeepNote share; each method brings its prompts
-and its context (thresholds); the stop rule is nodes.stops.threshold_stop.
+and its context (thresholds); the stop rule is threshold_stop (below).
 
 One graph step per paper step, as the papers divide them (DeepNote §3, Adaptive-Note §3): note
 initialization retrieves with the question and writes the first note; knowledge accumulation
@@ -15,15 +15,40 @@ its reason in one ``Command``, tested where the papers test it: after each note.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from langgraph.graph import END, StateGraph
 
+from noterag.decision import Decision
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import accumulate, init_note, refine_query, review
-from noterag.nodes.stops import Decision, threshold_stop
+from noterag.profiles import Profile
 from noterag.spec import Deps
 from noterag.step import node
 
 ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
+
+
+def threshold_stop(state: Mapping[str, Any], ctx: Any, profile: Profile) -> str | None:
+    """Adaptive-Note's Eq. 8, Stop = 1{IU >= T_IU or CI >= T_CI or RP >= T_RP}, and DeepNote's
+    rule (max failure, max step; §3.3) are the same test: failed steps, steps, distinct passages
+    (the cap: the profile decides >= or >, as the official DeepNote code uses >; DeepNote's paper
+    profile has none unless set). The official loop tests failures after a step only: there,
+    max_failures=0 still runs one step."""
+    failures, steps, seen = (
+        state.get("failures", 0),
+        state.get("steps", 0),
+        len(state.get("seen", [])),
+    )
+    if failures >= ctx.max_failures and (steps > 0 or profile.failures_checked_at_init):
+        return f"{failures} failed step(s) (max_failures = {ctx.max_failures})"
+    if steps >= ctx.max_steps:
+        return f"{steps} step(s) (max_steps = {ctx.max_steps})"
+    cap = profile.cap(ctx.max_passages)
+    if cap is not None and profile.cap_reached(seen, cap):
+        return f"{seen} distinct passages (max_passages = {cap})"
+    return None
 
 
 def wire(graph: StateGraph, deps: Deps) -> None:

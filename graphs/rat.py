@@ -29,10 +29,11 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import MOST_STEPS, RunContext
+from noterag.decision import stop_check
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.rat import answer, draft, query, revise
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.stops import rat_stop, stop_check
+from noterag.profiles import Profile
 from noterag.prompts import rat as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
@@ -116,6 +117,14 @@ def _revision_line(event: Mapping[str, Any]) -> Text:
     return Text("step not revised", style="yellow")
 
 
+def rat_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """RAT: every step of the draft was revised (the draft holds at most max_steps steps)."""
+    total, steps = len(state.get("thoughts") or []), state.get("steps", 0)
+    if steps >= total:
+        return f"every step of the draft revised ({steps} of {total}; max_steps = {ctx.max_steps})"
+    return None
+
+
 SPEC = MethodSpec(
     name="rat",
     title="RAT (Wang et al., 2024)",
@@ -123,6 +132,7 @@ SPEC = MethodSpec(
     "with passages retrieved for it, then the answer",
     context=RATContext,
     state=RATState,
+    stops=(rat_stop,),
     output=RATOutput,
     roles=ROLES,
     prompts={"paper": prompts.PAPER, "original": prompts.PAPER},

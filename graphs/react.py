@@ -34,9 +34,10 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import MOST_STEPS, RunContext
+from noterag.decision import stop_check
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.react import act, answer, reason
-from noterag.nodes.stops import react_stop, stop_check
+from noterag.profiles import Profile
 from noterag.prompts import react as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, merge_unique
@@ -133,6 +134,17 @@ def _observation_line(event: Mapping[str, Any]) -> Text:
     return Text(f"{kind}: ", style="cyan" if kind != "invalid" else "red") + Text(observation)
 
 
+def react_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """ReAct (hotpotqa.ipynb's webthink loop): the model took Finish, or max_steps steps ran."""
+    steps = state.get("steps", 0)
+    if state.get("finished"):
+        empty = "" if state.get("finish") else " with nothing inside"
+        return f"Finish{empty} at step {steps}"
+    if steps >= ctx.max_steps:
+        return f"{steps} step(s) without Finish (max_steps = {ctx.max_steps})"
+    return None
+
+
 SPEC = MethodSpec(
     name="react",
     title="ReAct (Yao et al., 2023)",
@@ -140,6 +152,7 @@ SPEC = MethodSpec(
     "with the authors' HotpotQA few-shot prompt",
     context=ReActContext,
     state=ReActState,
+    stops=(react_stop,),
     output=ReActOutput,
     roles=ROLES,
     stage_roles={"action": "reason"},

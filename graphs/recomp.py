@@ -46,12 +46,13 @@ from langgraph.runtime import Runtime
 from rich.text import Text
 
 from noterag.context import RunContext, resolve_context
+from noterag.decision import stop_check
 from noterag.errors import ConfigError
 from noterag.graphs.assemble import builder, server_graph
 from noterag.models.runnable import pluggable
 from noterag.nodes.recomp import RecompDeps, answer, extract, retrieve, summarize
 from noterag.nodes.single_step import check_task
-from noterag.nodes.stops import recomp_stop, stop_check
+from noterag.profiles import Profile
 from noterag.prompts import recomp as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
@@ -195,6 +196,19 @@ TRACE_VIEW = """\
 {% endfor %}
 """
 
+
+def recomp_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str:
+    """RECOMP has no loop: it answers once the retrieved passages are compressed, without them
+    when the compression kept nothing (its selective augmentation)."""
+    mode, passages = state.get("compression"), len(state.get("passage_ids") or [])
+    if not (state.get("compressed") or "").strip():
+        return (
+            f"single pass: the {mode} compression of {passages} passage(s) kept nothing, "
+            "answered without them (selective augmentation)"
+        )
+    return f"single pass: {passages} passage(s) compressed ({mode})"
+
+
 SPEC = RecompSpec(
     name="recomp",
     title="RECOMP (Xu et al., 2024)",
@@ -203,6 +217,7 @@ SPEC = RecompSpec(
     "(ours) and MiniLM sentence embeddings unless compressor_model= / extractor_model= give them",
     context=RecompContext,
     state=RecompState,
+    stops=(recomp_stop,),
     output=RecompOutput,
     roles=("compressor", "extractor", "answer"),
     stage_roles={"summarize": "compressor"},

@@ -61,10 +61,10 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import RunContext, setting
+from noterag.decision import single_pass, stop_check
 from noterag.errors import ConfigError
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes import replug as steps
-from noterag.nodes.stops import single_pass, stop_check
 from noterag.profiles import PAPER
 from noterag.prompts import replug as prompts
 from noterag.spec import Deps, MethodSpec
@@ -168,6 +168,7 @@ SPEC = MethodSpec(
     "log-probabilities)",
     context=REPLUGContext,
     state=REPLUGState,
+    stops=(single_pass,),
     output=REPLUGOutput,
     roles=("generator",),
     stage_roles={"generate": "generator"},

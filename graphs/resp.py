@@ -16,7 +16,7 @@ M is the context field max_steps (3), the documents per retrieval top_k (5). Mod
 Where this differs from the box: the plan runs only while run_cnt < M (the box's last plan is
 never retrieved), and a Q* that repeats a retrieved sub-question (Q included) or is empty stops
 the loop, since the paper requires Q* to be new but does not say what happens otherwise. The
-two tests are nodes.stops.resp_stop, decided by the judge step, and resp_stalled, by the plan
+two tests are resp_stop, decided by the judge step, and resp_stalled, by the plan
 step (each step routes on its own outcome: one graph step, as one line of the box).
 """
 
@@ -29,11 +29,12 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import ReSPContext
+from noterag.decision import Decision
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.answer import answer
 from noterag.nodes.resp import judge, plan, summarize
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.stops import Decision, resp_stalled, resp_stop
+from noterag.profiles import Profile
 from noterag.prompts import resp as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ReSPOutput, ReSPState
@@ -76,12 +77,29 @@ def sub_question_line(event: Mapping[str, Any]) -> Text:
     return Text(f"plan refused: {event.get('reason')}", style="red")
 
 
+def resp_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """ReSP, after the reasoner's judge (Algorithm 1): the memory suffices, or M iterations ran."""
+    if state.get("sufficient"):
+        return "the reasoner judged the memory sufficient"
+    if state.get("steps", 0) >= ctx.max_steps:
+        return f"{state['steps']} iteration(s) (max_steps = {ctx.max_steps})"
+    return None
+
+
+def resp_stalled(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """ReSP, after the plan: a plan that names nothing new to retrieve ends the loop (ours: the
+    paper leaves it open; re-asking the same prompt would mostly repeat the same reply)."""
+    return state.get("stalled") or None
+
+
 SPEC = MethodSpec(
     name="resp",
     title="ReSP (Jiang et al., 2024)",
     summary="retrieve, summarize (global evidence + local pathway memory queues), plan",
     context=ReSPContext,
     state=ReSPState,
+    stops=(resp_stop, resp_stalled),
+    queries="query_log",
     output=ReSPOutput,
     roles=("reasoner", "summarizer", "generator"),
     stage_roles={

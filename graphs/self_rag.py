@@ -82,12 +82,12 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import RunContext
+from noterag.decision import stop_check
 from noterag.errors import ConfigError
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.self_rag import check_task, generate, predict, predict_retrieve, route
-from noterag.nodes.stops import self_rag_stop, stop_check
-from noterag.profiles import PAPER
+from noterag.profiles import PAPER, Profile
 from noterag.prompts import self_rag as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
@@ -301,6 +301,32 @@ def self_rag_reply(stage: str, text: str) -> str:
     return f"[Relevant]{text}[Fully supported][Utility:5]"
 
 
+def self_rag_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str:
+    """Self-RAG (short form) makes one pass: after the generations, say how the answer was
+    chosen (the retrieval decision, and the best-scored segment when it retrieved)."""
+    segments, score = state.get("segments") or [], state.get("retrieve_score")
+    if ctx.mode != "adaptive_retrieval":
+        decision = f"mode {ctx.mode}"
+    else:
+        sign = ">" if state.get("retrieved") else "<="
+        decision = f"[Retrieval] {score:.3g} {sign} threshold {ctx.threshold:g}"
+    if not state.get("retrieved"):
+        return f"single pass without retrieval ({decision}): the [No Retrieval] generation answers"
+    if not any(s.get("passage_id") for s in segments):
+        return (
+            f"single pass: retrieval ({decision}) found no passage: the [No Retrieval] "
+            "generation answers"
+        )
+    chosen = state.get("chosen") or 0
+    scores = [s["score"] for s in segments]
+    tied = sum(1 for s in scores if s == scores[chosen]) > 1
+    why = (
+        f"single pass with retrieval ({decision}): the generation for passage {chosen + 1} of "
+        f"{len(segments)} scored best ({scores[chosen]:.3f})"
+    )
+    return why + ("; a tie: the first" if tied else "")
+
+
 SPEC = MethodSpec(
     name="self-rag",
     title="Self-RAG (Asai et al., 2024)",
@@ -309,6 +335,7 @@ SPEC = MethodSpec(
     "IsUse reflection tokens, the best answers (short-form inference)",
     context=SelfRAGContext,
     state=SelfRAGState,
+    stops=(self_rag_stop,),
     output=SelfRAGOutput,
     roles=("generator",),
     stage_roles={"retrieve_token": "generator", "generate": "generator"},

@@ -5,7 +5,7 @@ then the answer from that refinement. (Not Madaan et al.'s iterative Self-Refine
 
     P = retrieve(q)                           retrieve  (top_k = 5 passages for the question)
     R = LLM(self_refine(q, P))                refine    (useful information, summary, analysis)
-    (single pass)                             stop_check (nodes.stops.single_pass)
+    (single pass)                             stop_check (decision.single_pass)
     answer = LLM(prompt_g(q, R))              answer    (Adaptive-Note's generator, R as the note)
 
 Its prompt is the authors' file ``prompts/en/self_refine``. Prompts, defaults and

@@ -5,7 +5,7 @@ reason in one call, then the answer from the labelled passages.
 
     P = retrieve(q)                           retrieve  (top_k = 5 passages for the question)
     L = LLM(self_rerank(q, P))                rerank    (two tags and a reason per passage)
-    (single pass)                             stop_check (nodes.stops.single_pass)
+    (single pass)                             stop_check (decision.single_pass)
     answer = LLM(prompt_g(q, L))              answer    (Adaptive-Note's generator, L as the note)
 
 Its prompt is the authors' file ``prompts/en/self_rerank``. Prompts, defaults and

@@ -14,8 +14,8 @@ from typing import Any
 from langgraph.graph import END, StateGraph
 
 from noterag.context import BaselineContext
+from noterag.decision import single_pass, stop_check
 from noterag.nodes.answer import answer
-from noterag.nodes.stops import single_pass, stop_check
 from noterag.spec import Deps, MethodSpec
 from noterag.state import BaselineOutput, BaselineState
 from noterag.step import node
@@ -76,6 +76,7 @@ def declare(
         summary=summary,
         context=BaselineContext,
         state=BaselineState,
+        stops=(single_pass,),
         output=BaselineOutput,
         roles=("answer",),
         prompts={"paper": prompts, "official": prompts},

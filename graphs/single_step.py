@@ -5,7 +5,7 @@ calls (graphs/chain_of_note.py, self_refine.py, self_rerank.py); this module dec
 
     P = retrieve(q)                                retrieve    (top_k passages for the question)
     R = LLM(prompt_method(q, P))                   <the method's step>
-    (single pass)                                  stop_check  (nodes.stops.single_pass)
+    (single pass)                                  stop_check  (decision.single_pass)
     answer = LLM(prompt_g(q, R))                   answer      (Adaptive-Note's generator, R as the note)
 
 The generator reads the reply R and not the passages. The papers run every method with the
@@ -51,10 +51,10 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import RunContext
+from noterag.decision import single_pass, stop_check
 from noterag.nodes.answer import answer
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.single_step import check_task
-from noterag.nodes.stops import single_pass, stop_check
 from noterag.spec import Deps, MethodSpec, ProgressLine
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.step import node
@@ -153,6 +153,7 @@ def declare(
         summary=summary,
         context=SingleStepContext,
         state=state,
+        stops=(single_pass,),
         output=output,
         roles=(role, "answer"),
         prompts={"paper": prompts.PAPER, "official": prompts.OFFICIAL},

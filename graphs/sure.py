@@ -67,11 +67,11 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.context import RunContext
+from noterag.decision import stop_check
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.stops import stop_check, sure_stop
 from noterag.nodes.sure import candidates, letter, predict, summarize, sure_passages, verify
-from noterag.profiles import PAPER
+from noterag.profiles import PAPER, Profile
 from noterag.prompts import sure as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
@@ -184,6 +184,22 @@ def selection_line(event: Mapping[str, Any]) -> Text:
     return text.append("; a tie: the first)" if len(tied) > 1 else ")")
 
 
+def sure_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
+    """SuRe has no loop: it stops once the candidates' summaries are scored, or at once when
+    the candidate reply gave fewer than two candidates (nothing to compare; see nodes/sure.py)."""
+    found = state.get("candidates") or []
+    if scores := state.get("scores"):
+        best = max(scores)
+        tied = [chr(ord("a") + k) for k, score in enumerate(scores) if score == best]
+        why = f"single pass: candidate ({tied[0]}) of {len(found)} scored best (validity + ranking)"
+        return why + (f", tied with ({'), ('.join(tied[1:])}): the first" if len(tied) > 1 else "")
+    if not found:
+        return "the candidate reply named no answer candidate: no answer"
+    if len(found) == 1:
+        return "one answer candidate: nothing to compare, answered with it"
+    return None
+
+
 SPEC = MethodSpec(
     name="sure",
     title="SuRe (Kim et al., 2024)",
@@ -191,6 +207,7 @@ SPEC = MethodSpec(
     "ranking of the summaries select the answer",
     context=SuReContext,
     state=SuReState,
+    stops=(sure_stop,),
     output=SuReOutput,
     roles=("candidates", "summary", "validation", "ranking"),
     prompts={"paper": prompts.PAPER, "original": prompts.PAPER},

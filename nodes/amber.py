@@ -31,7 +31,6 @@ from collections.abc import Generator, Mapping
 from typing import Any
 
 from noterag.nodes.notes import first_note, review, updated_note
-from noterag.nodes.stops import iterations_spent
 from noterag.parsing import parse_nli
 from noterag.state import Passage
 from noterag.step import Ask, Effect, Env, StepGen
@@ -244,3 +243,8 @@ def sufficiency(state: dict[str, Any], env: Env) -> StepGen:
         "llm_calls": state.get("llm_calls", 0) - earlier + asked,
     }
     return {"sufficient": bool(sufficient), "trace": [entry]}
+
+
+def iterations_spent(state: Mapping[str, Any], ctx: Any) -> bool:
+    """Amber: whether the iteration that just ended was the last one allowed (t + 1 >= max_steps)."""
+    return state.get("steps", 0) + 1 >= ctx.max_steps

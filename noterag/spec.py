@@ -31,6 +31,10 @@ from noterag.state import declared_keys
 # the model role of the follow-up rewrite every method's question step makes (noterag.question)
 CONDENSE_ROLE = "condense_question"
 
+# A stop rule: (state, the run's settings, the profile's strategies) -> why the loop stops now,
+# or None. Each method keeps its own in its module; noterag.decision applies them.
+StopRule = Callable[[Mapping[str, Any], Any, Profile], "str | None"]
+
 # An event of stream_mode="custom" -> the line the CLI prints for it (None: print nothing)
 ProgressLine = Callable[[Mapping[str, Any]], Any]
 
@@ -172,6 +176,12 @@ class MethodSpec:
     # adds the method's steps to a graph that starts with the "question" step
     wire: Callable[[StateGraph[Any, Any, Any, Any], Deps], None]
     stage_roles: Mapping[str, str] = field(default_factory=dict)
+    # its stop rules, each applied by a Decision its wiring sets up (noterag.decision): building
+    # the graph refuses a deciding step whose rule is not one of these
+    stops: tuple[StopRule, ...] = ()
+    # the state field of the queries it searched with (an eval row's "queries"); None: it keeps
+    # no query log
+    queries: str | None = None
     # output fields an eval row keeps besides the answer, the cost, the trace and stop_reason
     result_fields: tuple[str, ...] = ()
     # the trace page's layout: a built-in one ("note", "amber", "resp", "single", "generic") or

@@ -31,6 +31,9 @@ import noterag
 import noterag.models
 from noterag.cli import app
 from noterag.context import RunContext
+from noterag.datasets import Example
+from noterag.decision import stop_check
+from noterag.eval.rows import result_row
 from noterag.graphs import assemble
 from noterag.methods import METHODS, register
 from noterag.prompt import AnswerPrompts, Prompt
@@ -312,3 +315,46 @@ def test_methods_shows_one_method(look_method: Any) -> None:
     assert one.stdout in every.stdout and len(every.stdout) > len(one.stdout)
     unknown = cli("methods", "nope")
     assert unknown.exit_code == 2 and "'nope' is not a method" in unknown.stderr
+
+
+# --- a method declares its stop rules and its queries field -------------------------------------
+
+
+def look_again(state: Any, ctx: Any, profile: Any) -> str | None:
+    return "looked" if state.get("passage_ids") else None
+
+
+def deciding_wire(graph: StateGraph, deps: Deps) -> None:
+    graph.add_node("look", node(look, deps))
+    graph.add_node(
+        "stop_check",
+        stop_check(look_again, deps, go_on="look", stop=END),
+        destinations=("look", END),
+    )
+    graph.add_edge("question", "look")
+    graph.add_edge("look", "stop_check")
+
+
+def test_a_step_stopping_by_an_undeclared_rule_is_refused_by_build() -> None:
+    with pytest.raises(MethodError, match=r"look-once: step 'stop_check' stops by look_again"):
+        build(replace(SPEC, wire=deciding_wire))
+    graph = build(replace(SPEC, wire=deciding_wire, stops=(look_again,)))
+    assert graph.invoke({"question": QUESTION})["stop_reason"] == "looked"
+
+
+def test_a_queries_field_the_state_lacks_is_refused_and_a_declared_one_fills_the_rows() -> None:
+    with pytest.raises(MethodError, match=r"look-once: its queries field 'query_log' is not"):
+        build(replace(SPEC, queries="query_log"))
+    example = Example(id="q1", question=QUESTION, golds=["1871"], task="multihop", dataset="t")
+    config = {"method": "look-once", "context": {}, "model": "scripted"}
+    register(replace(SPEC, queries="passage_ids"), replace=True)
+    try:
+        row = result_row(example, {"passage_ids": ["p1"]}, config, {}, None, 0.1, 0.0)
+        assert row["queries"] == ["p1"]
+        register(SPEC, replace=True)
+        assert (
+            result_row(example, {"passage_ids": ["p1"]}, config, {}, None, 0.1, 0.0)["queries"]
+            is None
+        )
+    finally:
+        METHODS.unregister("look-once")

@@ -26,9 +26,9 @@ from typer.testing import CliRunner
 import noterag
 from noterag.cli import app
 from noterag.context import MOST_STEPS, RunContext, setting
+from noterag.decision import stop_check
 from noterag.methods import register
 from noterag.nodes.answer import answer
-from noterag.nodes.stops import stop_check
 from noterag.prompt import AnswerPrompts, Prompt
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields
@@ -113,6 +113,7 @@ SPEC = MethodSpec(
     summary="guesses max_steps times, then answers with the last guess",
     context=GuessContext,
     state=GuessState,
+    stops=(enough,),
     output=GuessState,
     roles=("guess", "answer"),
     prompts={"paper": PROMPTS},

@@ -72,6 +72,7 @@ def result_row(
     method's declaration keeps (``MethodSpec.result_fields``). A failed question's state is
     lost: its answer, note, trace, costs and fallbacks are null; its retries are known
     (``state["retries"]``)."""
+    spec = METHODS[config["method"]]
     failed = error is not None
     passage_ids = list(state.get("passage_ids") or [])
     waited = state.get("waited_s", 0.0)
@@ -85,10 +86,10 @@ def result_row(
         "metrics": metrics,
         # what the method declares worth keeping: the best note (note methods, Amber's best
         # memory), ReSP's memory (what its generator read), ...
-        **{key: state.get(key) for key in METHODS[config["method"]].result_fields},
+        **{key: state.get(key) for key in spec.result_fields},
         "stop_reason": state.get("stop_reason"),
         "steps": state.get("steps"),
-        "queries": state.get("query_log"),
+        "queries": state.get(spec.queries) if spec.queries else None,
         "trace": state.get("trace", []) if not failed else None,
         "llm_calls": None if failed else state.get("llm_calls", 0),
         "prompt_tokens": None if failed else state.get("prompt_tokens", 0),

@@ -1,0 +1,109 @@
+"""How a method stops: a ``Decision`` applies the method's stop rule where its algorithm box
+tests it, and routes on it.
+
+A stop rule ``rule(state, ctx, profile)`` reads the loop's counters and says why the loop stops
+now, or None; each method keeps its rules in its own module (``graphs/<method>.py``) and
+declares them in its ``MethodSpec.stops``. A ``Decision`` applies a rule and routes on it (the
+step's update records the reason, a conditional edge routes on it): on to the method's next
+step, or to ``answer`` with ``stop_reason`` set. It runs once, where the algorithm box puts the
+test: at the end of the paper step that decides (DeepNote's adaptive retrieval decision,
+Adaptive-Note's memory reviewer: ``node(review, deps, then=decision)``), or as a ``stop_check``
+step of its own where the box tests apart from any step. ``answer`` knows nothing about
+stopping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import Runnable
+from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
+
+from noterag.profiles import Profile
+from noterag.spec import Deps, StopRule
+from noterag.step import deciding, on_loop, run_context
+
+
+class Stopped(TypedDict, total=False):
+    """What a decision's route reads of the state."""
+
+    stop_reason: str
+
+
+def single_pass(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str:
+    """The baselines answer after one pass, always."""
+    return "single pass (the baseline has no loop)"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Apply ``rule``: on to ``go_on``, or to ``stop`` with the reason recorded in
+    ``stop_reason`` (and ``record(state)``'s update, e.g. a baseline's one trace entry).
+
+    The step that decides writes its update with ``stop_reason`` (``settle``); the route is a
+    conditional edge on the state that update leads to (``next_step``: ``stop`` once a
+    ``stop_reason`` is set), which ``graphs.assemble.build`` adds for every deciding node
+    (``decision_of``). An edge rather than a ``Command``: LangGraph re-runs a node's edges when
+    ``update_state`` writes as that node, so "interrupt before answer, edit the state, continue"
+    still reaches the answer; a ``Command``'s goto is lost there."""
+
+    rule: StopRule
+    go_on: str
+    stop: str = "answer"
+    record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+
+    @property
+    def destinations(self) -> tuple[str, str]:
+        return (self.go_on, self.stop)
+
+    def settle(
+        self,
+        state: Mapping[str, Any],
+        ctx: Any,
+        profile: Profile,
+        update: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The step's ``update`` with ``stop_reason`` (and the record) when ``rule`` stops in
+        ``state`` (the state after ``update``)."""
+        why = self.rule(state, ctx, profile)
+        if why:
+            record = self.record(state) if self.record else {}
+            return {**(update or {}), "stop_reason": why, **record}
+        return dict(update or {})
+
+    def next_step(self, state: Mapping[str, Any]) -> str:
+        """Where the graph goes after the deciding step (its conditional edge)."""
+        return self.stop if state.get("stop_reason") else self.go_on
+
+    def edge(self) -> Runnable:
+        """``next_step`` as a conditional edge's path (computes only: runs on the loop). Its
+        parameter's type tells LangGraph to read only ``stop_reason`` for it, not a copy of
+        the whole state."""
+
+        def route(state: Stopped) -> str:
+            return self.next_step(state)
+
+        return on_loop(route, name=f"route_{self.go_on}_or_{self.stop}")
+
+
+def stop_check(
+    rule: StopRule,
+    deps: Deps,
+    *,
+    go_on: str,
+    stop: str = "answer",
+    record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
+) -> Runnable:
+    """The graph step that applies ``rule`` (a ``Decision``) where the algorithm box tests
+    it apart from any step. Wire it with ``destinations=(go_on, stop)``."""
+    decision = Decision(rule, go_on, stop, record)
+
+    def decide(state: Mapping[str, Any], runtime: Runtime) -> dict[str, Any]:
+        ctx = run_context(deps.context_schema, runtime.context)
+        return decision.settle(state, ctx, deps.profile(ctx, state))
+
+    decide.__name__ = decide.__qualname__ = "stop_check"
+    return deciding(on_loop(decide), decision)
