@@ -302,11 +302,16 @@ def _ops_saved_since(workdir: Path, since: float) -> bool:
 
 
 def server_kill_and_resume(
-    tmp_path_factory: pytest.TempPathFactory, workdir: Path, env: dict[str, str]
+    tmp_path_factory: pytest.TempPathFactory,
+    workdir: Path,
+    env: dict[str, str],
+    list_lost: bool = False,
 ) -> None:
     """A deepnote run on a thread of `langgraph dev` is killed (SIGKILL to the server's process
     group) while its second review is in flight; a new server in the same directory takes the
-    run up again and finishes it from the thread's checkpoints."""
+    run up again and finishes it from the thread's checkpoints. With ``list_lost``, the server's
+    own list of threads and runs is gone (as when the kill comes before the server writes it):
+    the client resumes the thread by its id (input None, the thread created if missing)."""
     from langgraph_sdk import get_sync_client
 
     from devserver import PIDS, serve
@@ -336,6 +341,8 @@ def server_kill_and_resume(
         os.killpg(PIDS[url], signal.SIGKILL)
     finally:
         first.close()
+    if list_lost:
+        (workdir / ".langgraph_api" / ".langgraph_ops.pckl").unlink()
     model.release.set()
     time.sleep(0.2)  # the held request's reply goes to a closed socket
     before = Counter(model.stages)
@@ -343,9 +350,18 @@ def server_kill_and_resume(
     try:
         url = next(second)
         client = get_sync_client(url=url, api_key=None, timeout=WAIT)
-        state = client.runs.join(thread, run["run_id"])
+        if list_lost:
+            state = client.runs.wait(
+                thread,
+                "deepnote",
+                input=None,
+                context={"max_steps": 2, "max_failures": 5},
+                if_not_exists="create",
+            )
+        else:
+            state = client.runs.join(thread, run["run_id"])
+            assert client.runs.get(thread, run["run_id"])["status"] == "success"
         assert state.get("answer"), state
-        assert client.runs.get(thread, run["run_id"])["status"] == "success"
         assert client.threads.get_state(thread)["values"]["answer"] == state["answer"]
     finally:
         second.close()
@@ -365,6 +381,13 @@ def test_a_server_thread_survives_sigkill_in_sqlite_by_default(
     server_kill_and_resume(tmp_path_factory, tmp_path, {})
     # the default: a SQLite file beside the server's own list of threads
     assert (tmp_path / ".langgraph_api" / "threads.sqlite").is_file()
+
+
+@pytest.mark.server
+def test_a_server_thread_resumes_by_its_id_when_the_servers_list_is_lost(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    server_kill_and_resume(tmp_path_factory, tmp_path, {}, list_lost=True)
 
 
 @pytest.mark.server
