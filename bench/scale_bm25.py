@@ -56,8 +56,9 @@ K = 5
 _BUILD = """
 import json, sys
 from noterag.retrievers import build_bm25_index
+from noterag.retrievers.bm25 import POSTINGS
 stats = build_bm25_index(sys.argv[1], sys.argv[2], progress=False, heap_mb=int(sys.argv[3]))
-print(json.dumps({"seconds": stats.seconds, "passages": stats.passages}))
+print(json.dumps({"seconds": stats.seconds, "passages": stats.passages, "postings": POSTINGS}))
 """
 
 _BM25S = """
@@ -92,23 +93,37 @@ print(json.dumps({"seconds": build, "latencies": latencies, "qps": qps}))
 """.replace("{k}", str(K))
 
 
-def run_measured(args: list[str]) -> tuple[dict[str, Any] | None, int, int, str, float]:
+def run_measured(
+    args: list[str], label: str = ""
+) -> tuple[dict[str, Any] | None, int, int, str, float]:
     """Run a child; its JSON output (None if it failed), peak RSS and peak RssAnon in bytes,
-    its stderr's last line and its CPU seconds (user + system)."""
+    its stderr's last line and its CPU seconds (user + system). With a ``label``, a line a
+    minute says how far it is (a 21M build runs for an hour)."""
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     peak_anon = 0
     done = threading.Event()
+    started = time.perf_counter()
 
     def sample() -> None:
         nonlocal peak_anon
         status = Path(f"/proc/{proc.pid}/status")
+        ticks, anon = 0, 0
         while not done.wait(0.2):
             try:
                 for line in status.read_text().splitlines():
                     if line.startswith("RssAnon:"):
-                        peak_anon = max(peak_anon, int(line.split()[1]) * 1024)
+                        anon = int(line.split()[1]) * 1024
+                        peak_anon = max(peak_anon, anon)
             except OSError:
                 return
+            ticks += 1
+            if label and ticks % 300 == 0:
+                elapsed = time.perf_counter() - started
+                print(
+                    f"    {label}: {elapsed:.0f} s, anon {anon / GIB:.2f} GiB "
+                    f"(peak {peak_anon / GIB:.2f})",
+                    flush=True,
+                )
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -197,31 +212,46 @@ def _overlap(scores: list[float], ids: list[str], full: list[Any], searcher: Any
     return hits / max(len(full), len(ids))
 
 
+# The build's figures, written next to the index it measured (beside its directory: a file inside
+# would be foreign to the index and stop a rebuild): a later --reuse run reports the build
+# columns of every size from the real builds (one long build per session), not from memory.
+
+
 def bench_size(args: argparse.Namespace, n: int, queries: list[str]) -> dict[str, Any]:
     corpus = prefix_corpus(args.corpus, n, args.work)
     index_dir = args.work / f"bm25-{n}"
     row: dict[str, Any] = {"passages": n, "corpus_gib": corpus.stat().st_size / GIB}
+    record = index_dir.with_name(f"{index_dir.name}.build.json")
     if not (args.reuse and index_dir.is_dir()):
         started = time.perf_counter()
         built, rss, anon, err, cpu = run_measured(
-            [sys.executable, "-c", _BUILD, str(corpus), str(index_dir), str(args.heap_mb)]
+            [sys.executable, "-c", _BUILD, str(corpus), str(index_dir), str(args.heap_mb)],
+            label=f"noterag build {n:,}",
         )
         if built is None:
             raise SystemExit(f"noterag build failed at {n:,}: {err}")
         row.update(
+            passages=built["passages"],
             build_s=built["seconds"],
             build_cpu_s=cpu,
             peak_rss_gib=rss / GIB,
             peak_anon_gib=anon / GIB,
             heap_mb=args.heap_mb,
+            postings=built.get("postings"),
             wall_s=time.perf_counter() - started,
+            built=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         )
-        row["passages"] = built["passages"]
+        record.write_text(json.dumps(row, indent=1) + "\n")
+    elif record.is_file():
+        row.update(json.loads(record.read_text()))
     row["disk_gib"] = dir_size(index_dir) / GIB
     row["segments"] = len(list(index_dir.glob("*.idx")))
+    print(f"  noterag {n:,} build: {json.dumps(row)}", flush=True)
+    if args.build_only:
+        return row
     row.update(measure_noterag(index_dir, queries))
     print(f"  noterag {n:,}: {json.dumps(row)}", flush=True)
-    if n <= args.bm25s_max:
+    if n <= args.bm25s_max and not args.skip_bm25s:
         out, rss, anon, err, cpu = run_measured(
             [
                 sys.executable,
@@ -258,6 +288,8 @@ def main() -> None:
     parser.add_argument("--bm25s-mem-gib", type=float, default=12.0)
     parser.add_argument("--bm25s-queries", type=int, default=200)
     parser.add_argument("--reuse", action="store_true", help="query indexes already in --work")
+    parser.add_argument("--build-only", action="store_true", help="build, record, no queries")
+    parser.add_argument("--skip-bm25s", action="store_true", help="noterag's index only")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if not args.corpus.is_file():
