@@ -79,17 +79,19 @@ retriever = bm25s.BM25(method="lucene")
 retriever.index(tokens, show_progress=False)
 del tokens
 build = time.perf_counter() - started
-latencies = []
+latencies, cpu_latencies = [], []
 for q in queries:
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     retriever.retrieve(bm25s.tokenize([q], stopwords="en", show_progress=False), k={k},
                        show_progress=False, n_threads=1)
     latencies.append(time.perf_counter() - t)
+    cpu_latencies.append(time.thread_time() - c)
 started = time.perf_counter()
 retriever.retrieve(bm25s.tokenize(queries, stopwords="en", show_progress=False), k={k},
                    show_progress=False, n_threads=2)
 qps = len(queries) / (time.perf_counter() - started)
-print(json.dumps({"seconds": build, "latencies": latencies, "qps": qps}))
+print(json.dumps({"seconds": build, "latencies": latencies, "cpu_latencies": cpu_latencies,
+                  "qps": qps}))
 """.replace("{k}", str(K))
 
 
@@ -219,10 +221,27 @@ def _overlap(scores: list[float], ids: list[str], full: list[Any], searcher: Any
 
 def bench_size(args: argparse.Namespace, n: int, queries: list[str]) -> dict[str, Any]:
     corpus = prefix_corpus(args.corpus, n, args.work)
-    index_dir = args.work / f"bm25-{n}"
     row: dict[str, Any] = {"passages": n, "corpus_gib": corpus.stat().st_size / GIB}
+    if not args.skip_noterag:
+        row.update(bench_noterag(args, n, corpus, queries))
+    if n <= args.bm25s_max and not args.skip_bm25s:
+        row.update(bench_bm25s(args, n, corpus, queries))
+    return row
+
+
+def bench_noterag(
+    args: argparse.Namespace, n: int, corpus: Path, queries: list[str]
+) -> dict[str, Any]:
+    index_dir = args.work / f"bm25-{n}"
     record = index_dir.with_name(f"{index_dir.name}.build.json")
-    if not (args.reuse and index_dir.is_dir()):
+    row: dict[str, Any] = {}
+    if args.reuse:
+        if not index_dir.is_dir():
+            print(f"  noterag {n:,}: no index at {index_dir} to reuse", flush=True)
+            return row
+        if record.is_file():
+            row.update(json.loads(record.read_text()))
+    else:
         started = time.perf_counter()
         built, rss, anon, err, cpu = run_measured(
             [sys.executable, "-c", _BUILD, str(corpus), str(index_dir), str(args.heap_mb)],
@@ -242,38 +261,53 @@ def bench_size(args: argparse.Namespace, n: int, queries: list[str]) -> dict[str
             built=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         )
         record.write_text(json.dumps(row, indent=1) + "\n")
-    elif record.is_file():
-        row.update(json.loads(record.read_text()))
     row["disk_gib"] = dir_size(index_dir) / GIB
     row["segments"] = len(list(index_dir.glob("*.idx")))
     print(f"  noterag {n:,} build: {json.dumps(row)}", flush=True)
-    if args.build_only:
-        return row
-    row.update(measure_noterag(index_dir, queries))
-    print(f"  noterag {n:,}: {json.dumps(row)}", flush=True)
-    if n <= args.bm25s_max and not args.skip_bm25s:
-        out, rss, anon, err, cpu = run_measured(
-            [
-                sys.executable,
-                "-c",
-                _BM25S,
-                str(corpus),
-                json.dumps(queries[: args.bm25s_queries]),
-                str(args.bm25s_mem_gib),
-            ]
-        )
-        if out is None:
-            row["bm25s_failed"] = f"cannot hold {n:,} passages in {args.bm25s_mem_gib} GiB: {err}"
-        else:
-            row.update(
-                bm25s_build_s=out["seconds"],
-                bm25s_cpu_s=cpu,
-                bm25s_peak_rss_gib=rss / GIB,
-                bm25s_p50_ms=1000 * statistics.median(out["latencies"]),
-                bm25s_p95_ms=1000 * percentile(out["latencies"], 95),
-                bm25s_qps_2threads=out["qps"],
-            )
-        print(f"  bm25s {n:,}: {row.get('bm25s_failed') or 'done'}", flush=True)
+    if not args.build_only:
+        row.update(measure_noterag(index_dir, queries))
+        print(f"  noterag {n:,}: {json.dumps(row)}", flush=True)
+    return row
+
+
+def bench_bm25s(
+    args: argparse.Namespace, n: int, corpus: Path, queries: list[str]
+) -> dict[str, Any]:
+    """bm25s's figures at ``n`` passages; recorded beside the corpora, so a --reuse run reports
+    them without building bm25s's index again."""
+    record = args.work / f"bm25s-{n}.json"
+    if args.reuse and record.is_file():
+        return dict(json.loads(record.read_text()))
+    out, rss, _, err, cpu = run_measured(
+        [
+            sys.executable,
+            "-c",
+            _BM25S,
+            str(corpus),
+            json.dumps(queries[: args.bm25s_queries]),
+            str(args.bm25s_mem_gib),
+        ],
+        label=f"bm25s {n:,}",
+    )
+    if out is None:
+        row: dict[str, Any] = {
+            "bm25s_failed": f"cannot hold {n:,} passages in {args.bm25s_mem_gib:g} GiB ({err})",
+            "bm25s_cpu_s": cpu,
+            "bm25s_peak_rss_gib": rss / GIB,
+        }
+    else:
+        row = {
+            "bm25s_build_s": out["seconds"],
+            "bm25s_cpu_s": cpu,
+            "bm25s_peak_rss_gib": rss / GIB,
+            "bm25s_p50_ms": 1000 * statistics.median(out["latencies"]),
+            "bm25s_p95_ms": 1000 * percentile(out["latencies"], 95),
+            "bm25s_cpu_p50_ms": 1000 * statistics.median(out["cpu_latencies"]),
+            "bm25s_qps_2threads": out["qps"],
+            "bm25s_queries": len(out["latencies"]),
+        }
+    record.write_text(json.dumps(row, indent=1) + "\n")
+    print(f"  bm25s {n:,}: {json.dumps(row)}", flush=True)
     return row
 
 
@@ -290,6 +324,7 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="query indexes already in --work")
     parser.add_argument("--build-only", action="store_true", help="build, record, no queries")
     parser.add_argument("--skip-bm25s", action="store_true", help="noterag's index only")
+    parser.add_argument("--skip-noterag", action="store_true", help="bm25s only")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if not args.corpus.is_file():
