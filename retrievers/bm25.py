@@ -479,6 +479,9 @@ class Bm25Index:
         limit = min(k, searcher.num_docs)
         if limit == 0:
             return []
+        # count=False spares the Count collector. It does not make tantivy prune: tantivy-py
+        # (0.27) wraps TopDocs in a MultiCollector, which scores every matching passage, so
+        # block-max WAND never runs (docs/scale.md, "Query cost").
         result = searcher.search(tantivy_query, limit=limit, count=False)
         hits = []
         for score, address in result.hits:
