@@ -288,8 +288,11 @@ def bench_bm25s(
     """bm25s's figures at ``n`` passages; recorded beside the corpora, so a --reuse run reports
     them without building bm25s's index again."""
     record = args.work / f"bm25s-{n}.json"
-    if args.reuse and record.is_file():
-        return dict(json.loads(record.read_text()))
+    if args.reuse:
+        if record.is_file():
+            return dict(json.loads(record.read_text()))
+        print(f"  bm25s {n:,}: no recorded run at {record}", flush=True)
+        return {}
     out, rss, _, err, cpu = run_measured(
         [
             sys.executable,
