@@ -247,7 +247,7 @@ faiss.omp_set_num_threads(1)
 path, refine, queries_path, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 nprobe, ef, k_factor = (json.loads(a) for a in sys.argv[5:8])
 index, _ = faiss_index.read(Path(path))
-if refine:
+if refine and k_factor:  # k_factor 0: the PQ codes' own ranking, for comparison
     index = faiss_index.with_refine(index, Path(refine), k_factor)
 faiss_index.set_search_params(index, nprobe, ef)
 queries = np.load(queries_path)
@@ -336,7 +336,7 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         sample = np.concatenate([data.batch(b) for b in data.batches()[::step][:train_batches]])
         sample = sample[: settings.train_size]
         index.train(sample)
-        if settings.refine:
+        if settings.refines:
             quantizer = faiss_index.new_refine(settings, args.dim)
             quantizer.train(sample)
             refine = faiss_index.RefineWriter(quantizer, args.n, work / "refine.faiss")
@@ -368,7 +368,7 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
                         "vectors": args.n,
                         "dim": args.dim,
                         "factory": faiss_index.factory_string(settings, args.n, args.dim),
-                        "refine": settings.refine,
+                        "refine": settings.refine if k_factor else "none",
                         "k_factor": k_factor,
                         "nprobe": nprobe,
                         "build_s": train_s + spent["add_s"] + spent["refine_s"],
@@ -443,8 +443,10 @@ def main() -> None:
     parser.add_argument("--pq-m", type=int, help="PQ bytes per vector (default: dim / 8)")
     parser.add_argument("--train", type=int, help="IVF-PQ training vectors")
     parser.add_argument("--reduce", type=int, help="IVF-PQ: PCA to this many dimensions first")
-    parser.add_argument("--refine", help="IVF-PQ: re-rank by these codes on disk, e.g. SQ8")
-    parser.add_argument("--k-factor", default="10", help="IVF-PQ refine: candidates per result")
+    parser.add_argument("--refine", default="SQ8", help="IVF-PQ: re-rank by these codes (none)")
+    parser.add_argument(
+        "--k-factor", default="10", help="IVF-PQ refine: candidates per result (0: no re-ranking)"
+    )
     parser.add_argument("--ef-construction", type=int, default=IndexSettings().ef_construction)
     parser.add_argument("--keep", action="store_true", help="keep the IVF-PQ files in --work")
     parser.add_argument("--calibrate", action="store_true", help=calibrate.__doc__)

@@ -219,7 +219,7 @@ def build_dense_index(
     """
     if batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
-    settings = IndexSettings(kind=index) if isinstance(index, str) else index
+    settings = IndexSettings.parse(index) if isinstance(index, str) else index
     settings.check()  # a bad setting fails before the (slow) model load
     faiss_index.faiss_module()
     corpus_path = Path(corpus_path)
@@ -358,7 +358,7 @@ def reindex_dense(
         raise NoteragError(
             f"{index_dir} keeps no embeddings (a prebuilt index): it cannot be re-indexed"
         )
-    settings = IndexSettings(kind=index) if isinstance(index, str) else index
+    settings = IndexSettings.parse(index) if isinstance(index, str) else index
     settings = settings.resolved(int(manifest["count"]), int(manifest["dim"]))
     target = index_dir / FAISS_FILE
     refine = index_dir / REFINE_FILE
@@ -370,7 +370,7 @@ def reindex_dense(
         refine_partial = index_dir / f".{REFINE_FILE}.part"
         _write_faiss(index_dir, settings, progress, partial, refine_partial)
         os.replace(partial, target)
-        if settings.refine:
+        if settings.refines:
             os.replace(refine_partial, refine)
         else:
             refine.unlink(missing_ok=True)
@@ -497,7 +497,7 @@ class DenseIndex:
             self._open_embeddings()
         else:
             self._open_faiss(self.index_dir / faiss_file)
-            if settings.get("refine"):
+            if settings.get("refine", "none") != "none":
                 self._open_refine(self.index_dir / REFINE_FILE, settings.get("k_factor", 10))
             faiss_index.set_search_params(
                 self._faiss,

@@ -83,16 +83,16 @@ class IndexSettings:
     ef_search: int = 128
     train_size: int | None = None  # vectors used to train IVF-PQ; default 64 per list
     reduce: int | None = None  # ivfpq: PCA to this many dimensions first (None: keep all)
-    refine: str | None = None  # ivfpq: re-rank by these codes on disk (REFINE_CODES)
+    refine: str = "SQ8"  # ivfpq: re-rank by these codes on disk (REFINE_CODES, or "none")
     k_factor: int = 10  # ivfpq with refine: candidates re-ranked per result wanted
 
     def check(self) -> IndexSettings:
         """These settings, if their names and numbers are valid; else ``ConfigError``."""
         if self.kind not in KINDS:
             raise ConfigError(f"unknown dense index kind {self.kind!r} (known: {', '.join(KINDS)})")
-        if self.refine is not None and self.refine not in REFINE_CODES:
+        if self.refine != "none" and self.refine not in REFINE_CODES:
             raise ConfigError(
-                f"unknown refine codes {self.refine!r} (known: {', '.join(REFINE_CODES)})"
+                f"unknown refine codes {self.refine!r} (known: {', '.join(REFINE_CODES)}, none)"
             )
         names = ("nlist", "pq_m", "nprobe", "hnsw_m", "ef_construction", "ef_search", "reduce")
         for name in names + ("k_factor",):
@@ -108,7 +108,7 @@ class IndexSettings:
         if kind == "auto":
             kind = "flat" if count < AUTO_FLAT_MAX else "ivfpq"
         if kind != "ivfpq":
-            return replace(self, kind=kind)
+            return replace(self, kind=kind, refine="none", reduce=None)
         nlist = self.nlist or default_nlist(count)
         if self.reduce is not None and self.reduce >= dim:
             raise ConfigError(f"reduce={self.reduce} must be below the vector dimension {dim}")
@@ -126,8 +126,37 @@ class IndexSettings:
         train = min(count, self.train_size or max(64 * nlist, 65_536))
         return replace(self, kind=kind, nlist=nlist, pq_m=pq_m, train_size=max(train, minimum))
 
+    @property
+    def refines(self) -> bool:
+        return self.kind == "ivfpq" and self.refine != "none"
+
     def as_manifest(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
+
+    @classmethod
+    def parse(cls, text: str) -> IndexSettings:
+        """``kind`` or ``kind:name=value,...`` (the CLI's ``--dense-index``), checked."""
+        kind, _, rest = text.partition(":")
+        fields = {f for f in cls.__dataclass_fields__ if f != "kind"}
+        values: dict[str, Any] = {}
+        for item in filter(None, rest.split(",")):
+            name, _, value = item.partition("=")
+            name = name.strip().replace("-", "_")
+            if name not in fields or not value:
+                raise ConfigError(
+                    f"bad dense index setting {item!r} (kind:name=value,...; names: "
+                    f"{', '.join(sorted(fields))})"
+                )
+            if name == "refine":
+                values[name] = value.strip()
+                continue
+            try:
+                values[name] = int(value)
+            except ValueError:
+                raise ConfigError(
+                    f"dense index setting {name} must be a number, got {value!r}"
+                ) from None
+        return cls(kind=kind.strip(), **values).check()
 
 
 def default_nlist(count: int) -> int:
@@ -186,7 +215,7 @@ def build(
     if not index.is_trained:
         train = np.ascontiguousarray(sample(settings.train_size or count), dtype=np.float32)
         index.train(train)
-        if settings.refine:
+        if settings.refines:
             if refine_path is None:
                 raise ValueError("refine codes need a refine_path")
             quantizer = new_refine(settings, dim)
@@ -215,7 +244,7 @@ def build(
 def new_refine(settings: IndexSettings, dim: int) -> Any:
     """An empty scalar-quantizer index of ``settings.refine`` codes (train it on a sample)."""
     faiss = faiss_module()
-    qtype = getattr(faiss.ScalarQuantizer, REFINE_CODES[str(settings.refine)])
+    qtype = getattr(faiss.ScalarQuantizer, REFINE_CODES[settings.refine])
     return faiss.IndexScalarQuantizer(dim, qtype, faiss.METRIC_INNER_PRODUCT)
 
 
