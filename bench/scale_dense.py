@@ -1,24 +1,43 @@
 """Dense retrieval at scale through FAISS: flat, IVF-PQ and HNSW on seeded synthetic vectors.
 
-    nice -n 19 python bench/scale_dense.py --n 1000000 --kinds flat,ivfpq,hnsw
-    nice -n 19 python bench/scale_dense.py --n 21015324 --kinds ivfpq --nlist 4096
+    nice -n 5 python bench/scale_dense.py --n 1000000 --kinds flat,ivfpq,hnsw
+    nice -n 5 python bench/scale_dense.py --n 21015324 --kinds ivfpq --reduce 128 \
+        --nlist 2048 --refine SQ8 --work /work/scale21/dense
+    python bench/scale_dense.py --calibrate   # the synthetic geometry next to real embeddings'
 
-Embedding 21M passages is not feasible here (the offline MiniLM embeds 30 passages/s on these
-2 CPU cores, README: 21M would take 8 days, a 768-d model several times more), so the 21M
-measurement uses synthetic 768-d vectors with the structure of text embeddings rather than
-isotropic noise (on which no approximate index has meaningful neighbours): each vector is a
-topic centre (``TOPICS`` of them) plus a low-dimensional within-topic variation (``LATENT``
-of ``DIRECTIONS`` shared directions) plus small full-rank noise, L2-normalised. Queries are fresh draws from the same
-process. Vectors are generated per batch from ``(seed, batch number)``, so the same vectors can
-be produced again without ever being stored: 21M x 768 float32 is 64 GB, neither held in RAM
-nor written to disk.
+Embedding 21M passages is not feasible here (the offline MiniLM embeds about 30 passages/s on
+these 2 shared CPU cores: 21M would take 8 days, a 768-d model several times more), so the 21M
+measurement uses seeded synthetic 768-d vectors with the structure of sentence embeddings
+rather than isotropic noise (on which no approximate index has meaningful neighbours):
 
-One streaming pass computes the exact top-10 of every query (the ground truth: flat search) and
-feeds the IVF-PQ index's ``add`` in batches; the index is written to disk, then a fresh
-subprocess opens it memory-mapped (``IO_FLAG_MMAP``) and answers the queries on one thread: its
-peak RSS is the search's memory, its latencies the p50/p95 (wall clock, and CPU time of the
-searching thread: on a shared machine the first measures the scheduler too). Recall@k = |approx top-k & exact
-top-k| / k, averaged over queries. Flat is measured as an index (in RAM) up to ``--flat-max``
+* clustered: each vector belongs to one of ``TOPICS`` topics; topic centres lie in a
+  ``RANK``-dimensional subspace with a power-law spectrum (variance of the i-th direction
+  proportional to i^-2 ``BETA``), as the PCA spectra of sentence embeddings decay;
+* anisotropic: every vector shares a common ``MEAN`` direction (the "narrow cone" of
+  contrastive embeddings: random pairs have a positive mean cosine);
+* low intrinsic dimension within a topic: ``LATENT`` of ``DIRECTIONS`` shared directions;
+* full rank: small isotropic noise over all dimensions; rows L2-normalised.
+
+The constants were set so that these statistics match those of real embeddings (``--calibrate``
+prints both: the offline all-MiniLM-L6-v2 over 2,000 HotpotQA paragraphs and 300 HotpotQA
+questions): mean cosine of random passage pairs, the number of principal components holding 50%
+and 90% of the variance, and the mean cosine between a question and its 1st and 10th nearest
+passage. What they cannot match is the neighbourhood structure of a real 21M corpus (no real
+21M embeddings exist here); the recall figures are for this model of embeddings.
+
+Queries are fresh draws from the same process, not corpus rows. Vectors are generated per
+batch from ``(seed, batch number)``: 21M x 768 float32 is 64 GB, neither held in RAM nor
+written to disk.
+
+One streaming pass computes the exact top-10 of every query (the ground truth: exhaustive
+inner product over every regenerated batch) and feeds the index's ``add`` (and the refine
+codes' writer) in batches; the index is written to disk, then a fresh subprocess opens it
+memory-mapped (``IO_FLAG_MMAP_IFC``/``IO_FLAG_MMAP``) and answers the queries on one thread.
+Its memory is its peak resident set (VmHWM: Python, numpy, FAISS, the index's in-memory parts
+and every page of the mapped files it touched), with the anonymous and file-backed parts at the
+end (RssAnon, RssFile); its latencies the p50/p95 (wall clock, and CPU time of the searching
+thread: on a shared machine the first measures the scheduler too). Recall@k = |approx top-k &
+exact top-k| / k, averaged over queries. Flat is measured as an index up to ``--flat-max``
 vectors; HNSW up to ``--hnsw-max`` (it holds every vector plus its graph in RAM).
 
 JSON rows (bench/results/scale_dense.json): ``kind``, ``vectors``, ``dim``, ``build_s``,
@@ -37,6 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +69,22 @@ from noterag.retrievers import faiss_index
 from noterag.retrievers.faiss_index import IndexSettings
 
 GIB = 1 << 30
-TOPICS = 4096
-LATENT = 16
-DIRECTIONS = 64
 BATCH = 50_000
 KS = (5, 10)
+NOT_EMBEDDED = (
+    "synthetic embedding-like vectors: embedding 21M passages on 2 CPU cores is not feasible "
+    "here (about 30 passages/s: 8 days)"
+)
+# The generator's constants (see the module docstring; set with --calibrate).
+TOPICS = 4096
+RANK = 256
+BETA = 0.45
+MEAN = 0.18
+LATENT = 16
+DIRECTIONS = 64
+WITHIN = 0.15
+NOISE = 0.1
+PRODUCERS = 2  # threads generating and exactly scoring batches ahead of the index's add
 
 
 class SyntheticVectors:
@@ -62,10 +93,16 @@ class SyntheticVectors:
     def __init__(self, n: int, dim: int, seed: int = 0) -> None:
         self.n, self.dim, self.seed = n, dim, seed
         rng = np.random.default_rng([seed, 1 << 30])
-        self.centres = rng.standard_normal((TOPICS, dim), dtype=np.float32)
+        mean = rng.standard_normal(dim)
+        mean *= MEAN * np.sqrt(dim) / np.linalg.norm(mean)
+        basis, _ = np.linalg.qr(rng.standard_normal((dim, RANK)))
+        scales = np.arange(1, RANK + 1) ** -BETA
+        scales *= np.sqrt(dim / (scales**2).sum())  # centres of norm about sqrt(dim)
+        spread = rng.standard_normal((TOPICS, RANK)) * scales
+        self.centres = (spread @ basis.T + mean).astype(np.float32)
         # Each topic varies along its own LATENT of DIRECTIONS shared directions: a cheap
         # matrix product instead of a basis per topic.
-        self.directions = rng.standard_normal((DIRECTIONS, dim), dtype=np.float32) * 0.15
+        self.directions = rng.standard_normal((DIRECTIONS, dim), dtype=np.float32) * WITHIN
         self.subsets = np.argsort(rng.random((TOPICS, DIRECTIONS)), axis=1)[:, :LATENT]
 
     def _draw(self, rng: np.random.Generator, m: int) -> np.ndarray:
@@ -74,8 +111,14 @@ class SyntheticVectors:
         latent[np.arange(m)[:, None], self.subsets[topics]] = rng.standard_normal(
             (m, LATENT), dtype=np.float32
         )
-        x = self.centres[topics] + latent @ self.directions
-        x += rng.standard_normal((m, self.dim), dtype=np.float32) * 0.1
+        x = self.centres[topics]
+        x += latent @ self.directions
+        # Uniform noise of the same variance as N(0, NOISE^2): a third of the cost of normal
+        # draws, and over 768 dimensions distances cannot tell them apart (central limit).
+        noise = rng.random((m, self.dim), dtype=np.float32)
+        noise -= 0.5
+        noise *= NOISE * np.sqrt(12)
+        x += noise
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         return x
 
@@ -90,51 +133,122 @@ class SyntheticVectors:
         return self._draw(np.random.default_rng([self.seed, 1 << 31]), count)
 
 
+def geometry(passages: np.ndarray, queries: np.ndarray) -> dict[str, float]:
+    """The statistics the generator is calibrated on (rows L2-normalised)."""
+    rng = np.random.default_rng(1)
+    i, j = rng.integers(0, len(passages), (2, 5000))
+    centred = passages - passages.mean(0)
+    variance = np.linalg.svd(centred, compute_uv=False) ** 2
+    cumulative = np.cumsum(variance) / variance.sum()
+    scores = np.sort(queries @ passages.T, axis=1)
+    return {
+        "pair_cosine": float(np.mean(np.sum(passages[i] * passages[j], axis=1))),
+        "pcs_50pct": int(np.searchsorted(cumulative, 0.5) + 1),
+        "pcs_90pct": int(np.searchsorted(cumulative, 0.9) + 1),
+        "query_top1": float(scores[:, -1].mean()),
+        "query_top10": float(scores[:, -10].mean()),
+    }
+
+
+def calibrate(args: argparse.Namespace) -> None:
+    """Print the generator's geometry next to that of real embeddings (the offline MiniLM over
+    HotpotQA paragraphs and questions, cached in ``--work``)."""
+    cache = args.work / "calibration-minilm.npz"
+    if not cache.is_file():
+        data = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa_dev500"
+        data = Path(os.environ.get("NOTERAG_SHARED_DATA", data))
+        if not (data / "corpus.jsonl").is_file():
+            raise SystemExit(f"--calibrate needs HotpotQA paragraphs at {data} (shared data)")
+        from noterag.retrievers.dense import load_embeddings
+
+        lines = (data / "corpus.jsonl").read_text().splitlines()[:2000]
+        rows = [json.loads(line) for line in lines]
+        questions = (data / "questions.jsonl").read_text().splitlines()[:300]
+        embedder = load_embeddings()
+        real_p = embedder.embed_documents([f"{r['title']}\n{r['text']}" for r in rows])
+        real_q = embedder.embed_documents([json.loads(q)["question"] for q in questions])
+        np.savez(cache, passages=np.array(real_p), queries=np.array(real_q))
+    real = np.load(cache)
+    data = SyntheticVectors(2000, args.dim, args.seed)
+    print(
+        "geometry               "
+        + "  ".join(f"{k:>11}" for k in geometry(data.batch(0), data.queries(300)))
+    )
+    for name, (p, q) in {
+        "MiniLM, HotpotQA (384-d)": (real["passages"], real["queries"]),
+        f"synthetic ({args.dim}-d)": (data.batch(0), data.queries(300)),
+    }.items():
+        print(f"{name:22} " + "  ".join(f"{v:11.3f}" for v in geometry(p, q).values()))
+
+
 def exact_and_index(
-    data: SyntheticVectors, queries: np.ndarray, index: Any | None
-) -> tuple[np.ndarray, float, float]:
-    """One pass: the exact top-10 rows of every query, and ``index.add`` of every batch.
-    Returns (top rows, seconds adding, seconds generating + exact scoring)."""
+    data: SyntheticVectors, queries: np.ndarray, index: Any | None, refine: Any | None
+) -> tuple[np.ndarray, dict[str, float]]:
+    """One pass: the exact top-10 rows of every query, ``index.add`` and ``refine.add`` of
+    every batch. ``PRODUCERS`` threads generate and score the next batches while this one adds
+    (numpy and FAISS release the GIL); their seconds add up across threads. Returns the top rows and the seconds spent generating and scoring (the
+    second thread), adding to the index and writing refine codes."""
     k = max(KS)
-    best_scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
-    best_rows = np.zeros((len(queries), k), dtype=np.int64)
-    add_s = other_s = 0.0
-    started = time.perf_counter()
-    for b in data.batches():
+    spent = dict.fromkeys(("generate_s", "exact_s", "add_s", "refine_s"), 0.0)
+
+    def produce(b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         tick = time.perf_counter()
         x = data.batch(b)
+        spent["generate_s"] += time.perf_counter() - tick
+        tick = time.perf_counter()
         scores = queries @ x.T
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        cand_scores = np.concatenate([best_scores, np.take_along_axis(scores, top, 1)], axis=1)
-        cand_rows = np.concatenate([best_rows, top + b * BATCH], axis=1)
-        keep = np.argsort(-cand_scores, axis=1, kind="stable")[:, :k]
-        best_scores = np.take_along_axis(cand_scores, keep, 1)
-        best_rows = np.take_along_axis(cand_rows, keep, 1)
-        other_s += time.perf_counter() - tick
-        if index is not None:
-            tick = time.perf_counter()
-            index.add(x)
-            add_s += time.perf_counter() - tick
-        if b % 20 == 0:
-            done = (b + 1) * BATCH
-            elapsed = time.perf_counter() - started
-            print(
-                f"    {min(done, data.n):,} / {data.n:,} vectors, {elapsed:.0f} s, "
-                f"ETA {elapsed * (data.n - done) / done:.0f} s",
-                flush=True,
-            )
-    return best_rows, add_s, other_s
+        spent["exact_s"] += time.perf_counter() - tick
+        return x, np.take_along_axis(scores, top, 1), top + b * BATCH
+
+    best_scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    best_rows = np.zeros((len(queries), k), dtype=np.int64)
+    started = time.perf_counter()
+    batches = data.batches()
+    with ThreadPoolExecutor(PRODUCERS) as pool:
+        pending = [pool.submit(produce, b) for b in batches[:PRODUCERS]]
+        for b in batches:
+            x, top_scores, top_rows = pending.pop(0).result()
+            if b + PRODUCERS < len(batches):
+                pending.append(pool.submit(produce, b + PRODUCERS))
+            cand_scores = np.concatenate([best_scores, top_scores], axis=1)
+            cand_rows = np.concatenate([best_rows, top_rows], axis=1)
+            keep = np.argsort(-cand_scores, axis=1, kind="stable")[:, :k]
+            best_scores = np.take_along_axis(cand_scores, keep, 1)
+            best_rows = np.take_along_axis(cand_rows, keep, 1)
+            if index is not None:
+                tick = time.perf_counter()
+                index.add(x)
+                spent["add_s"] += time.perf_counter() - tick
+            if refine is not None:
+                tick = time.perf_counter()
+                refine.add(x)
+                spent["refine_s"] += time.perf_counter() - tick
+            if b % 20 == 0 or b == len(batches) - 1:
+                done = min((b + 1) * BATCH, data.n)
+                elapsed = time.perf_counter() - started
+                parts = ", ".join(f"{key[:-2]} {value:.0f}" for key, value in spent.items())
+                print(
+                    f"    {done:,} / {data.n:,} vectors, {elapsed:.0f} s ({parts}), "
+                    f"ETA {elapsed * (data.n - done) / done:.0f} s",
+                    flush=True,
+                )
+    spent["pass_s"] = time.perf_counter() - started
+    return best_rows, spent
 
 
 _SEARCH = """
 import json, sys, time
+from pathlib import Path
 import numpy as np
 import faiss
 from noterag.retrievers import faiss_index
 faiss.omp_set_num_threads(1)
-path, queries_path, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
-nprobe, ef = json.loads(sys.argv[4]), json.loads(sys.argv[5])
-index, _ = faiss_index.read(__import__("pathlib").Path(path))
+path, refine, queries_path, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+nprobe, ef, k_factor = (json.loads(a) for a in sys.argv[5:8])
+index, _ = faiss_index.read(Path(path))
+if refine and k_factor:  # k_factor 0: the PQ codes' own ranking, for comparison
+    index = faiss_index.with_refine(index, Path(refine), k_factor)
 faiss_index.set_search_params(index, nprobe, ef)
 queries = np.load(queries_path)
 rows, latencies, cpu = [], [], []
@@ -145,36 +259,30 @@ for q in queries:
     cpu.append(time.thread_time() - c)
     rows.append(found[0].tolist())
 # VmHWM: this process's own peak (wait4's ru_maxrss starts from the parent's at fork).
-hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
-print(json.dumps({"rows": rows, "latencies": latencies, "cpu": cpu, "hwm": int(hwm) * 1024}))
+status = {l.split(":")[0]: int(l.split()[1]) * 1024 for l in open("/proc/self/status")
+          if l.startswith(("VmHWM:", "RssAnon:", "RssFile:"))}
+print(json.dumps({"rows": rows, "latencies": latencies, "cpu": cpu, **status}))
 """
 
 
 def search_child(
-    path: Path, queries: np.ndarray, work: Path, nprobe: int | None, ef: int | None
-) -> tuple[np.ndarray, list[float], list[float], int]:
+    path: Path,
+    refine: Path | None,
+    queries: np.ndarray,
+    work: Path,
+    nprobe: int | None,
+    ef: int | None,
+    k_factor: int | None,
+) -> dict[str, Any]:
+    """Search ``queries`` in a fresh process; its results, latencies and memory."""
     qpath = work / "queries.npy"
     np.save(qpath, queries)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            _SEARCH,
-            str(path),
-            str(qpath),
-            str(max(KS)),
-            json.dumps(nprobe),
-            json.dumps(ef),
-        ],
-        stdout=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    output = proc.stdout.read()
-    _, status, _ = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status):
+    command = [sys.executable, "-c", _SEARCH, str(path), str(refine or ""), str(qpath)]
+    command += [str(max(KS)), json.dumps(nprobe), json.dumps(ef), json.dumps(k_factor)]
+    proc = subprocess.run(command, stdout=subprocess.PIPE, check=False)
+    if proc.returncode:
         raise SystemExit("the search subprocess failed")
-    out = json.loads(output)
-    return np.array(out["rows"]), out["latencies"], out["cpu"], out["hwm"]
+    return json.loads(proc.stdout)
 
 
 def recall(found: np.ndarray, exact: np.ndarray, k: int) -> float:
@@ -183,29 +291,61 @@ def recall(found: np.ndarray, exact: np.ndarray, k: int) -> float:
     )
 
 
+def search_row(out: dict[str, Any], exact: np.ndarray) -> dict[str, Any]:
+    found = np.array(out["rows"])
+    return {
+        "search_peak_rss_gib": out["VmHWM"] / GIB,
+        "search_rss_anon_gib": out["RssAnon"] / GIB,
+        "search_rss_file_gib": out["RssFile"] / GIB,
+        "p50_ms": 1000 * statistics.median(out["latencies"]),
+        "p95_ms": 1000 * percentile(out["latencies"], 95),
+        "cpu_p50_ms": 1000 * statistics.median(out["cpu"]),
+        **{f"recall_at_{k}": recall(found, exact, k) for k in KS},
+    }
+
+
+def ivfpq_settings(args: argparse.Namespace) -> IndexSettings:
+    return IndexSettings(
+        kind="ivfpq",
+        nlist=args.nlist,
+        pq_m=args.pq_m,
+        train_size=args.train,
+        reduce=args.reduce,
+        refine=args.refine,
+    ).resolved(args.n, args.dim)
+
+
 def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     data = SyntheticVectors(args.n, args.dim, args.seed)
     queries = data.queries(args.queries)
     rows: list[dict[str, Any]] = []
     kinds = args.kinds.split(",")
+    args.work.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="scale-dense-", dir=args.work))
-    index = None
-    settings = None
+    index = refine = settings = None
+    train_s = 0.0
     if "ivfpq" in kinds:
-        settings = IndexSettings(
-            kind="ivfpq", nlist=args.nlist, pq_m=args.pq_m, train_size=args.train
-        ).resolved(args.n, args.dim)
-        print(f"  ivfpq {faiss_index.factory_string(settings, args.n, args.dim)}", flush=True)
+        settings = ivfpq_settings(args)
+        factory = faiss_index.factory_string(settings, args.n, args.dim)
+        print(f"  ivfpq {factory}, refine {settings.refine}", flush=True)
         index = faiss_index.new_index(settings, args.n, args.dim)
         tick = time.perf_counter()
-        train_batches = (settings.train_size + BATCH - 1) // BATCH
-        sample = np.concatenate([data.batch(b) for b in range(train_batches)])
-        index.train(sample[: settings.train_size])
+        train_batches = (settings.train_size or 0) // BATCH + 1
+        # Training rows from batches spread over the corpus (the same rows are added later).
+        step = max(1, len(data.batches()) // train_batches)
+        sample = np.concatenate([data.batch(b) for b in data.batches()[::step][:train_batches]])
+        sample = sample[: settings.train_size]
+        index.train(sample)
+        if settings.refines:
+            quantizer = faiss_index.new_refine(settings, args.dim)
+            quantizer.train(sample)
+            refine = faiss_index.RefineWriter(quantizer, args.n, work / "refine.faiss")
         del sample
         train_s = time.perf_counter() - tick
+        print(f"  trained on {settings.train_size:,} vectors in {train_s:.0f} s", flush=True)
     print(f"  pass over {args.n:,} vectors (exact top-10, index add)", flush=True)
-    exact, add_s, scan_s = exact_and_index(data, queries, index)
-    print(f"  exact pass: scoring {scan_s:.0f} s, adding {add_s:.0f} s", flush=True)
+    exact, spent = exact_and_index(data, queries, index, refine)
+    print(f"  pass: {json.dumps({k: round(v) for k, v in spent.items()})}", flush=True)
     # This process's peak so far: the IVF-PQ index being filled plus a batch and the exact
     # pass's buffers (an upper bound of the build's own memory).
     build_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -213,28 +353,37 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         path = work / "ivfpq.faiss"
         faiss_index.write(index, path)
         del index
+        refine_path = None
+        if refine is not None:
+            refine.close()
+            refine_path = refine.path
+        index_bytes = path.stat().st_size + (refine_path.stat().st_size if refine_path else 0)
+        factors = [None] if refine_path is None else [int(f) for f in args.k_factor.split(",")]
         for nprobe in sorted({int(p) for p in args.nprobe.split(",")}):
-            found, lat, cpu, rss = search_child(path, queries, work, nprobe, None)
-            rows.append(
-                {
-                    "kind": "ivfpq",
-                    "vectors": args.n,
-                    "dim": args.dim,
-                    "factory": faiss_index.factory_string(settings, args.n, args.dim),
-                    "nprobe": nprobe,
-                    "build_s": train_s + add_s,
-                    "train_s": train_s,
-                    "build_peak_rss_gib": build_peak / GIB,
-                    "index_gib": path.stat().st_size / GIB,
-                    "search_peak_rss_gib": rss / GIB,
-                    "p50_ms": 1000 * statistics.median(lat),
-                    "p95_ms": 1000 * percentile(lat, 95),
-                    "cpu_p50_ms": 1000 * statistics.median(cpu),
-                    **{f"recall_at_{k}": recall(found, exact, k) for k in KS},
-                }
-            )
-            print(f"  {json.dumps(rows[-1])}", flush=True)
-        path.unlink()
+            for k_factor in factors:
+                out = search_child(path, refine_path, queries, work, nprobe, None, k_factor)
+                rows.append(
+                    {
+                        "kind": "ivfpq",
+                        "vectors": args.n,
+                        "dim": args.dim,
+                        "factory": faiss_index.factory_string(settings, args.n, args.dim),
+                        "refine": settings.refine if k_factor else "none",
+                        "k_factor": k_factor,
+                        "nprobe": nprobe,
+                        "build_s": train_s + spent["add_s"] + spent["refine_s"],
+                        "train_s": train_s,
+                        "build_peak_rss_gib": build_peak / GIB,
+                        "index_gib": index_bytes / GIB,
+                        **search_row(out, exact),
+                        "vectors_are": NOT_EMBEDDED,
+                    }
+                )
+                print(f"  {json.dumps(rows[-1])}", flush=True)
+        if not args.keep:
+            path.unlink()
+            if refine_path is not None:
+                refine_path.unlink()
     for kind, limit in (("flat", args.flat_max), ("hnsw", args.hnsw_max)):
         if kind not in kinds:
             continue
@@ -249,8 +398,10 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
                 }
             )
             continue
-        settings = IndexSettings(kind=kind).resolved(args.n, args.dim)
+        settings = IndexSettings(kind=kind, ef_construction=args.ef_construction)
+        settings = settings.resolved(args.n, args.dim)
         index = faiss_index.new_index(settings, args.n, args.dim)
+        print(f"  {kind}: adding {args.n:,} vectors", flush=True)
         tick = time.perf_counter()
         for b in data.batches():
             index.add(data.batch(b))
@@ -259,7 +410,7 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         path = work / f"{kind}.faiss"
         faiss_index.write(index, path)
         del index
-        found, lat, cpu, rss = search_child(path, queries, work, None, settings.ef_search)
+        out = search_child(path, None, queries, work, None, settings.ef_search, None)
         rows.append(
             {
                 "kind": kind,
@@ -267,14 +418,13 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "dim": args.dim,
                 "factory": faiss_index.factory_string(settings, args.n, args.dim),
                 "ef_search": settings.ef_search if kind == "hnsw" else None,
+                "ef_construction": settings.ef_construction if kind == "hnsw" else None,
+                # Flat and HNSW are filled by regenerating the vectors: generation included.
                 "build_s": build_s,
                 "build_peak_rss_gib": build_peak / GIB,
                 "index_gib": path.stat().st_size / GIB,
-                "search_peak_rss_gib": rss / GIB,
-                "p50_ms": 1000 * statistics.median(lat),
-                "p95_ms": 1000 * percentile(lat, 95),
-                "cpu_p50_ms": 1000 * statistics.median(cpu),
-                **{f"recall_at_{k}": recall(found, exact, k) for k in KS},
+                **search_row(out, exact),
+                "vectors_are": NOT_EMBEDDED,
             }
         )
         print(f"  {json.dumps(rows[-1])}", flush=True)
@@ -292,20 +442,36 @@ def main() -> None:
     parser.add_argument("--nlist", type=int, help="IVF lists (default: ~4 sqrt(n))")
     parser.add_argument("--pq-m", type=int, help="PQ bytes per vector (default: dim / 8)")
     parser.add_argument("--train", type=int, help="IVF-PQ training vectors")
+    parser.add_argument("--reduce", type=int, help="IVF-PQ: PCA to this many dimensions first")
+    parser.add_argument("--refine", default="SQ8", help="IVF-PQ: re-rank by these codes (none)")
+    parser.add_argument(
+        "--k-factor", default="10", help="IVF-PQ refine: candidates per result (0: no re-ranking)"
+    )
+    parser.add_argument("--ef-construction", type=int, default=IndexSettings().ef_construction)
+    parser.add_argument("--keep", action="store_true", help="keep the IVF-PQ files in --work")
+    parser.add_argument("--calibrate", action="store_true", help=calibrate.__doc__)
     parser.add_argument("--nprobe", default="32,64,128")
     parser.add_argument("--flat-max", type=int, default=2_000_000)
     parser.add_argument("--hnsw-max", type=int, default=1_000_000)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--results", type=Path, help="JSON rows (default bench/results/)")
     parser.add_argument("--threads", type=int, default=2, help="FAISS threads while building")
-    parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.calibrate:
+        calibrate(args)
+        return
+    print(f"FAISS {faiss_index.faiss_module().__version__}; {NOT_EMBEDDED}", flush=True)
     faiss = faiss_index.faiss_module()
     faiss.omp_set_num_threads(args.threads)
     rows = bench(args)
-    path = args.json or RESULTS / "scale_dense.json"
+    path = args.results or RESULTS / "scale_dense.json"
     old = json.loads(path.read_text()) if path.is_file() else []
-    keys = {(r["kind"], r["vectors"], r.get("nprobe")) for r in rows}
-    merged = [r for r in old if (r["kind"], r["vectors"], r.get("nprobe")) not in keys] + rows
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["kind"], r["vectors"], r.get("factory"), r.get("nprobe"), r.get("k_factor"))
+
+    keys = {key(r) for r in rows}
+    merged = [r for r in old if key(r) not in keys] + rows
     write_results("scale_dense", merged, path)
     for kind in ("flat", "ivfpq", "hnsw"):
         built = [r for r in rows if r["kind"] == kind and "build_s" in r][:1]
@@ -317,16 +483,20 @@ def main() -> None:
                 [{"passages": row["vectors"], "build_s": row["build_s"],
                   "peak_gib": row["build_peak_rss_gib"], "disk_gib": disk}],
             )  # fmt: skip
-    print(f"\nFAISS, {args.dim}-d synthetic vectors, {args.queries} queries, one search thread")
+    print(f"\nFAISS, {args.dim}-d {NOT_EMBEDDED}; {args.queries} queries, one search thread")
     print_table(
         merged,
         [
             ("kind", "kind", "s"),
             ("vectors", "vectors", ",d"),
+            ("factory", "index", "s"),
+            ("refine", "refine", "s"),
             ("nprobe", "nprobe", "d"),
+            ("k_factor", "k_f", "d"),
             ("build_s", "build s", ".0f"),
             ("index_gib", "index GiB", ".2f"),
             ("search_peak_rss_gib", "search RSS GiB", ".2f"),
+            ("search_rss_anon_gib", "anon", ".2f"),
             ("p50_ms", "p50 ms", ".2f"),
             ("p95_ms", "p95 ms", ".2f"),
             ("cpu_p50_ms", "CPU p50", ".2f"),

@@ -60,7 +60,7 @@ from .corpus import (
     iter_corpus,
 )
 from .extras import DENSE_HINT, MissingExtraError
-from .faiss_index import ADD_BATCH, FaissFileError, IndexSettings
+from .faiss_index import ADD_BATCH, REFINE_FILE, FaissFileError, IndexSettings
 from .indexdir import (
     IndexBuild,
     IndexDamagedError,
@@ -219,7 +219,7 @@ def build_dense_index(
     """
     if batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
-    settings = IndexSettings(kind=index) if isinstance(index, str) else index
+    settings = IndexSettings.parse(index) if isinstance(index, str) else index
     settings.check()  # a bad setting fails before the (slow) model load
     faiss_index.faiss_module()
     corpus_path = Path(corpus_path)
@@ -358,26 +358,37 @@ def reindex_dense(
         raise NoteragError(
             f"{index_dir} keeps no embeddings (a prebuilt index): it cannot be re-indexed"
         )
-    settings = IndexSettings(kind=index) if isinstance(index, str) else index
+    settings = IndexSettings.parse(index) if isinstance(index, str) else index
     settings = settings.resolved(int(manifest["count"]), int(manifest["dim"]))
     target = index_dir / FAISS_FILE
+    refine = index_dir / REFINE_FILE
     if settings.kind == "flat":
         target.unlink(missing_ok=True)
+        refine.unlink(missing_ok=True)
     else:
         partial = index_dir / f".{FAISS_FILE}.part"
-        _write_faiss(index_dir, settings, progress, partial)
+        refine_partial = index_dir / f".{REFINE_FILE}.part"
+        _write_faiss(index_dir, settings, progress, partial, refine_partial)
         os.replace(partial, target)
+        if settings.refines:
+            os.replace(refine_partial, refine)
+        else:
+            refine.unlink(missing_ok=True)
     manifest.update(faiss=settings.as_manifest(), build_id=new_build_id(), updated=now())
     write_manifest(index_dir, manifest)
     return settings
 
 
 def _write_faiss(
-    target: Path, settings: IndexSettings, progress: bool, out: Path | None = None
+    target: Path,
+    settings: IndexSettings,
+    progress: bool,
+    out: Path | None = None,
+    refine_out: Path | None = None,
 ) -> None:
-    """Build ``index.faiss`` (or ``out``) from the embeddings in ``target`` (nothing for flat:
-    the flat index is the embeddings file itself), reading them in batches from the memory
-    map."""
+    """Build ``index.faiss`` (or ``out``) and, with ``settings.refine``, ``refine.faiss`` (or
+    ``refine_out``) from the embeddings in ``target`` (nothing for flat: the flat index is the
+    embeddings file itself), reading them in batches from the memory map."""
     if settings.kind == "flat":
         return
     vectors = np.load(target / EMBEDDINGS_FILE, mmap_mode="r")
@@ -391,7 +402,9 @@ def _write_faiss(
 
     batches = (vectors[start : start + ADD_BATCH] for start in range(0, count, ADD_BATCH))
     with _FaissProgress(progress, settings.kind, count) as report:
-        index = faiss_index.build(settings, count, dim, sample, batches, report)
+        index = faiss_index.build(
+            settings, count, dim, sample, batches, report, refine_out or target / REFINE_FILE
+        )
     faiss_index.write(index, out or target / FAISS_FILE)
 
 
@@ -484,6 +497,8 @@ class DenseIndex:
             self._open_embeddings()
         else:
             self._open_faiss(self.index_dir / faiss_file)
+            if settings.get("refine", "none") != "none":
+                self._open_refine(self.index_dir / REFINE_FILE, settings.get("k_factor", 10))
             faiss_index.set_search_params(
                 self._faiss,
                 nprobe or settings.get("nprobe"),
@@ -521,6 +536,12 @@ class DenseIndex:
                 f"corpus has {self.count:,} passages and the manifest dim {self.dim}: they do "
                 "not belong together"
             )
+
+    def _open_refine(self, path: Path, k_factor: int) -> None:
+        try:
+            self._faiss = faiss_index.with_refine(self._faiss, path, k_factor)
+        except FaissFileError as exc:
+            raise self._damaged(str(exc)) from None
 
     @property
     def num_passages(self) -> int:

@@ -91,7 +91,8 @@ def estimate(
 def dense_sizes(passages: int, kind: str, dim: int) -> tuple[float, float]:
     """(build memory, disk) in GiB of a FAISS index of ``kind`` with the default settings:
     the embeddings file is on disk for every kind; flat searches it in place (its memory is
-    one add batch); IVF-PQ holds its codes and ids (pq_m + 8 bytes a vector) while built;
+    one add batch); IVF-PQ holds its codes and ids (pq_m + 8 bytes a vector) while built and
+    writes its 8-bit refine codes (dim bytes a vector) straight to disk;
     HNSW holds every vector plus 2 x M neighbour ids a vector at level 0."""
     from .faiss_index import ADD_BATCH, IndexSettings, default_pq_m
 
@@ -101,7 +102,8 @@ def dense_sizes(passages: int, kind: str, dim: int) -> tuple[float, float]:
         return batch / 2**30, embeddings / 2**30
     if kind == "ivfpq":
         index = passages * (default_pq_m(dim) + 8)
-        return (index + batch) / 2**30, (embeddings + index) / 2**30
+        refine = passages * dim
+        return (index + batch) / 2**30, (embeddings + index + refine) / 2**30
     index = passages * (dim * 4 + 2 * IndexSettings().hnsw_m * 4)
     return index / 2**30, (embeddings + index) / 2**30
 

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from noterag.cli import app
 from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
-from noterag.retrievers import dense, load_retriever
+from noterag.retrievers import dense, faiss_index, load_retriever
 from noterag.retrievers.dense import (
     DenseIndex,
     DenseRetriever,
@@ -33,7 +33,12 @@ from noterag.retrievers.dense import (
     reindex_dense,
 )
 from noterag.retrievers.estimate import count_passages, estimate, load_measured
-from noterag.retrievers.faiss_index import IndexSettings, default_nlist, default_pq_m
+from noterag.retrievers.faiss_index import (
+    IndexSettings,
+    RefineWriter,
+    default_nlist,
+    default_pq_m,
+)
 
 MODEL = "hashing-test-model"
 DIM = 64
@@ -153,10 +158,14 @@ def test_ivfpq_is_written_memory_mapped_and_finds_the_passage(
         "ef_construction": 200,
         "ef_search": 128,
         "train_size": 1200,
+        "refine": "SQ8",
+        "k_factor": 10,
     }
     index = DenseIndex(out)
     ivf = faiss.extract_index_ivf(index._faiss)
     assert (ivf.nlist, ivf.nprobe, index._faiss.ntotal) == (8, 8, 1200)
+    # Candidates re-ranked by the 8-bit codes of refine.faiss (memory-mapped).
+    assert isinstance(index._faiss, faiss.IndexRefine) and index._faiss.k_factor == 10
     # The index is used in place from its file, not read into RAM.
     assert index.mapped
     retriever = DenseRetriever(index_dir=str(out), k=10)
@@ -198,6 +207,90 @@ def test_reindex_builds_another_kind_from_the_kept_embeddings(
     assert docs[0].id == exact_top(corpus_rows, corpus_rows[3]["text"], 1)[0]
     reindex_dense(out, "flat", progress=False)
     assert not (out / "index.faiss").exists() and DenseIndex(out).kind == "flat"
+
+
+def test_refine_codes_bring_ivfpq_to_the_exact_ranking(tmp_path: Path, corpus_rows: list) -> None:
+    # Coarse PQ codes (4 bytes for 64 dimensions) rank badly on their own; re-ranked by the
+    # 8-bit codes on disk, the top 5 is the exact one and each score the true score to 1e-2.
+    coarse = IndexSettings(kind="ivfpq", nlist=8, pq_m=4, nprobe=8, refine="none")
+    refined = IndexSettings(kind="ivfpq", nlist=8, pq_m=4, nprobe=8, refine="SQ8", k_factor=20)
+    agree = {}
+    by_id = {r["id"]: i for i, r in enumerate(corpus_rows)}
+    for name, settings in (("coarse", coarse), ("refined", refined)):
+        (tmp_path / name).mkdir()
+        out = build(tmp_path / name, corpus_rows, settings)
+        assert (out / "refine.faiss").is_file() == (name == "refined")
+        retriever = DenseRetriever(index_dir=str(out), k=5)
+        agree[name] = 0
+        for row in corpus_rows[:30]:
+            docs = retriever.invoke(row["text"])
+            scores = exact_scores(corpus_rows, row["text"])
+            true = [scores[by_id[d.id]] for d in docs]
+            # An exact top 5 up to ties (bag-of-words scores tie often): the 5 best scores.
+            agree[name] += sorted(true, reverse=True) == pytest.approx(
+                sorted(scores, reverse=True)[:5], abs=1e-6
+            )
+            if name == "refined":
+                assert [d.metadata["score"] for d in docs] == pytest.approx(true, abs=1e-2)
+    assert agree["refined"] >= 25 and agree["coarse"] <= 10, agree
+
+
+def test_reduce_rotates_to_fewer_dimensions_before_ivf_and_pq(
+    tmp_path: Path, corpus_rows: list
+) -> None:
+    settings = IndexSettings(kind="ivfpq", nlist=8, reduce=32, pq_m=8, nprobe=8)
+    out = build(tmp_path, corpus_rows, settings)
+    index = DenseIndex(out)
+    base = faiss.downcast_index(index._faiss.base_index)
+    assert isinstance(base, faiss.IndexPreTransform) and base.d == DIM
+    assert faiss.extract_index_ivf(index._faiss).d == 32
+    retriever = DenseRetriever(index_dir=str(out), k=5)
+    agree = sum(
+        [d.id for d in retriever.invoke(r["text"])][:1] == exact_top(corpus_rows, r["text"], 1)
+        for r in corpus_rows[:30]
+    )
+    assert agree >= 29
+
+
+def test_refine_writer_writes_what_faiss_writes_batch_by_batch(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((1000, 48), dtype=np.float32)
+    quantizer = faiss_index.new_refine(IndexSettings(refine="SQ8"), 48)
+    quantizer.train(vectors)
+    whole = faiss.clone_index(quantizer)
+    whole.add(vectors)
+    writer = RefineWriter(quantizer, 1000, tmp_path / "refine.faiss")
+    for start in range(0, 1000, 300):
+        writer.add(vectors[start : start + 300])
+    writer.close()
+    assert (tmp_path / "refine.faiss").read_bytes() == bytes(faiss.serialize_index(whole))
+    assert not list(tmp_path.glob("*.part"))
+    mapped, is_mapped = faiss_index.read(tmp_path / "refine.faiss")
+    assert is_mapped and mapped.ntotal == 1000
+    # A writer that does not get every vector leaves no file behind.
+    short = RefineWriter(quantizer, 1000, tmp_path / "short.faiss")
+    short.add(vectors[:10])
+    with pytest.raises(ValueError, match="10 of 1,000 vectors were added"):
+        short.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["refine.faiss"]
+
+
+def test_dense_index_settings_parse_from_the_command_line_form() -> None:
+    parsed = IndexSettings.parse("ivfpq:nlist=1024,reduce=128,refine=SQ4,k-factor=20")
+    assert (parsed.kind, parsed.nlist, parsed.reduce, parsed.refine, parsed.k_factor) == (
+        "ivfpq", 1024, 128, "SQ4", 20
+    )  # fmt: skip
+    assert IndexSettings.parse("hnsw") == IndexSettings(kind="hnsw")
+    with pytest.raises(ConfigError, match="bad dense index setting 'lists=4'"):
+        IndexSettings.parse("ivfpq:lists=4")
+    with pytest.raises(ConfigError, match="nlist must be a number, got 'many'"):
+        IndexSettings.parse("ivfpq:nlist=many")
+    with pytest.raises(ConfigError, match="unknown refine codes 'SQ3'"):
+        IndexSettings.parse("ivfpq:refine=SQ3")
+    with pytest.raises(ConfigError, match="reduce=64 must be below the vector dimension 64"):
+        IndexSettings(kind="ivfpq", reduce=64).resolved(100_000, 64)
+    with pytest.raises(ConfigError, match="pq_m=7 must divide the coded dimension 32"):
+        IndexSettings(kind="ivfpq", reduce=32, pq_m=7).resolved(100_000, 64)
 
 
 def test_auto_picks_flat_for_a_small_corpus_and_defaults_scale_with_it() -> None:
@@ -243,6 +336,38 @@ def test_a_truncated_faiss_file_is_one_clear_error(tmp_path: Path, corpus_rows: 
         load_retriever(f"dense:{out}")
     message = str(caught.value)
     assert "index.faiss" in message and "rebuild" in message and "\n" not in message
+
+
+def test_a_truncated_or_foreign_refine_file_is_one_clear_error(
+    tmp_path: Path, corpus_rows: list
+) -> None:
+    out = build(tmp_path, corpus_rows, IndexSettings(kind="ivfpq", nlist=8, pq_m=8))
+    path = out / "refine.faiss"
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(IndexNotFoundError) as caught:
+        DenseIndex(out)
+    message = str(caught.value)
+    assert "refine.faiss" in message and "rebuild" in message and "\n" not in message
+    # Codes of another corpus (fewer vectors): refused, not searched with the wrong rows.
+    other = faiss_index.new_refine(IndexSettings(), DIM)
+    other.train(np.eye(DIM, dtype=np.float32))
+    other.add(np.eye(DIM, dtype=np.float32))
+    faiss.write_index(other, str(path))
+    with pytest.raises(
+        IndexNotFoundError,
+        match="not the file this index was built with|holds 64 vectors .* do not belong together",
+    ):
+        DenseIndex(out)
+
+
+def test_reindexing_to_flat_removes_the_refine_codes(tmp_path: Path, corpus_rows: list) -> None:
+    out = build(tmp_path, corpus_rows, IndexSettings(kind="ivfpq", nlist=8, pq_m=8))
+    assert (out / "refine.faiss").is_file()
+    reindex_dense(out, "flat", progress=False)
+    assert not (out / "refine.faiss").exists() and not (out / "index.faiss").exists()
+    reindex_dense(out, "ivfpq:nlist=8,pq_m=8,refine=SQ4", progress=False)
+    assert (out / "refine.faiss").is_file() and DenseIndex(out)._faiss.k_factor == 10
 
 
 def test_an_index_that_does_not_match_its_manifest_is_refused(
@@ -390,7 +515,8 @@ def test_estimate_interpolates_and_extrapolates_the_measured_figures() -> None:
     big = estimate(21_015_324, "ivfpq", measured=ivfpq)
     assert big.build_s == pytest.approx(10.0 * 21_015_324 / 50_000)
     assert big.peak_gib == pytest.approx((21_015_324 * 104 + 65_536 * 3072) / 2**30)
-    assert big.disk_gib == pytest.approx(21_015_324 * (3072 + 104) / 2**30)
+    # disk: the embeddings, the codes and ids, and the 8-bit refine codes (one byte a dim)
+    assert big.disk_gib == pytest.approx(21_015_324 * (3072 + 104 + 768) / 2**30)
     with pytest.raises(ConfigError, match="no measured figures for 'hnsw'"):
         estimate(10, "hnsw", measured=MEASURED)
     with pytest.raises(ConfigError, match="unknown index kind"):

@@ -66,7 +66,9 @@ def index_command(
         typer.Option(
             "--dense-index",
             help="With --dense: the FAISS index: flat (exact), ivfpq (compressed, for millions), "
-            "hnsw (fast, all vectors in RAM) or auto (flat below 1M passages, else ivfpq).",
+            "hnsw (fast, all vectors in RAM) or auto (flat below 1M passages, else ivfpq); "
+            "settings after a colon, e.g. ivfpq:nlist=1024,reduce=128,refine=SQ8 "
+            "(docs/scale.md).",
         ),
     ] = "auto",
     faiss_file: Annotated[
