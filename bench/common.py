@@ -86,3 +86,42 @@ def publish_estimates(kind: str, rows: Sequence[dict[str, Any]]) -> Path:
     data[kind] = [merged[n] for n in sorted(merged)]
     MEASURED.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return MEASURED
+
+
+# The pieces of the benchmarks' pseudo-words (bench/retrieval.py, bench/wiki_corpus.py): a
+# syllable is an onset, a vowel and a coda, so the synthetic corpora's words look like words to
+# a tokenizer and a stemmer.
+ONSETS = [
+    "b",
+    "c",
+    "d",
+    "f",
+    "g",
+    "h",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "z",
+    "br",
+    "dr",
+    "gr",
+    "pl",
+    "st",
+    "tr",
+    "ch",
+    "sh",
+    "th",
+]
+VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "ou", "ie"]
+CODAS = ["", "", "n", "r", "l", "s", "m", "x"]
+
+
+def pseudo_syllables() -> list[str]:
+    """Every onset + vowel + coda, in that order: the digits of the pseudo-words."""
+    return [o + v + c for o in ONSETS for v in VOWELS for c in CODAS]

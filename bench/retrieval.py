@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import percentile, print_table, write_results
+from common import percentile, print_table, pseudo_syllables, write_results
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 K = 10
@@ -92,35 +92,6 @@ STOPWORDS = [
     "when",
     "into",
 ]
-ONSETS = [
-    "b",
-    "c",
-    "d",
-    "f",
-    "g",
-    "h",
-    "k",
-    "l",
-    "m",
-    "n",
-    "p",
-    "r",
-    "s",
-    "t",
-    "v",
-    "z",
-    "br",
-    "dr",
-    "gr",
-    "pl",
-    "st",
-    "tr",
-    "ch",
-    "sh",
-    "th",
-]
-VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "ou", "ie"]
-CODAS = ["", "", "n", "r", "l", "s", "m", "x"]
 
 
 # --------------------------------------------------------------------------- synthetic corpus
@@ -131,7 +102,7 @@ def vocabulary(size: int) -> list[str]:
     grows with their rank (frequent words are short, as in natural text)."""
     words = list(STOPWORDS)
     seen = set(words)
-    syllables = [o + v + c for o in ONSETS for v in VOWELS for c in CODAS]
+    syllables = pseudo_syllables()
     rank = 0
     while len(words) < size:
         # rank in mixed radix over syllables: 1 syllable, then 2, then 3...

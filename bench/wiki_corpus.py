@@ -46,6 +46,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+from common import pseudo_syllables
 
 ROOT = Path(__file__).resolve().parents[1]
 # The shared data folder next to the checkout (main: /work/main -> /work/shared/data) or next
@@ -67,36 +68,6 @@ BATCH = 20_000
 TITLE_FROM = 500
 _EXACT_RANKS = 4096
 WORD = re.compile(r"[a-z0-9]+")
-
-_ONSETS = [
-    "b",
-    "c",
-    "d",
-    "f",
-    "g",
-    "h",
-    "k",
-    "l",
-    "m",
-    "n",
-    "p",
-    "r",
-    "s",
-    "t",
-    "v",
-    "z",
-    "br",
-    "dr",
-    "gr",
-    "pl",
-    "st",
-    "tr",
-    "ch",
-    "sh",
-    "th",
-]
-_VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "ou", "ie"]
-_CODAS = ["", "", "n", "r", "l", "s", "m", "x"]
 
 
 def question_files() -> list[Path]:
@@ -142,7 +113,7 @@ def vocabulary(size: int = VOCABULARY) -> list[str]:
     grows with their rank (frequent words are short, as in natural text)."""
     words = _real_words()[:size]
     seen = set(words)
-    syllables = [o + v + c for o in _ONSETS for v in _VOWELS for c in _CODAS]
+    syllables = pseudo_syllables()
     base = len(syllables)
     rank, length, first_of_length = 0, 2, 0
     while len(words) < size:

@@ -98,7 +98,7 @@ def register(spec: MethodSpec, *, replace: bool = False) -> MethodSpec:
 
 
 def build_graph(
-    method: str,
+    method: str | MethodSpec,
     *,
     model: Any = None,
     retriever: Any = None,
@@ -108,7 +108,7 @@ def build_graph(
     cache: Any = None,
     **role_models: Any,
 ) -> Any:
-    """A compiled LangGraph graph running ``method``.
+    """A compiled LangGraph graph running ``method`` (its name, or its ``MethodSpec``).
 
     model: a LangChain chat model or a Runnable wrapping one (``with_retry``,
     ``with_fallbacks``, ``configurable_alternatives``), a spec ("openai:<name>", "local",
@@ -124,7 +124,7 @@ def build_graph(
     leaving the verbatim files as they are.
     """
     return build(
-        METHODS[method],
+        method if isinstance(method, MethodSpec) else METHODS[method],
         model=model,
         retriever=retriever,
         prompts=prompts,

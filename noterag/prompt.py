@@ -7,18 +7,16 @@ expanded a second time.
 
 The official code's prompt files are ``str.format`` templates (``{{"status":"False"}}``): they are
 vendored byte for byte under ``prompts/official/`` and rendered with ``str.format`` exactly as
-the official code renders them (``official_prompt``; ``style="format"``). ``str.format`` also
-expands each slot once, so a value containing ``{refs}`` stays as it is there too.
+the official code renders them (``style="format"``; ``noterag.prompts.vendored.official_prompt``
+loads them). ``str.format`` also expands each slot once, so a value containing ``{refs}`` stays
+as it is there too.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import string
 from dataclasses import dataclass, field, replace
-from functools import cache
-from importlib import resources
 from typing import Literal
 
 from noterag.errors import ConfigError
@@ -89,32 +87,3 @@ class NotePrompts(AnswerPrompts):
     refine_query: Prompt
     accumulate: Prompt
     review: Prompt
-
-
-# prompts/official/<owner>-<repository>/: the official code's prompt files, byte for byte, and
-# SOURCE.json (repository, commit, path, each file's git blob id).
-OFFICIAL_DIR = "official"
-
-
-@cache
-def official_source(repository: str) -> dict[str, object]:
-    """SOURCE.json of a vendored repository's prompt files ("thunlp/DeepNote")."""
-    folder = resources.files("noterag.prompts") / OFFICIAL_DIR / repository.replace("/", "-")
-    loaded: dict[str, object] = json.loads((folder / "SOURCE.json").read_text(encoding="utf-8"))
-    return loaded
-
-
-def official_prompt(repository: str, file: str, name: str) -> Prompt:
-    """The official code's prompt file ``file`` of ``repository`` as a prompt named ``name``,
-    rendered with ``str.format`` as the official code does (``open(f).read().format(**vars)``)."""
-    source = official_source(repository)
-    folder = resources.files("noterag.prompts") / OFFICIAL_DIR / repository.replace("/", "-")
-    # the bytes as they are: the official code reads the files in text mode on Linux, where no
-    # newline translation happens either
-    text = (folder / file).read_bytes().decode("utf-8")
-    return Prompt(
-        name,
-        text,
-        f"{repository} {source['path']}/{file} @ {str(source['commit'])[:7]}",
-        style="format",
-    )

@@ -9,23 +9,23 @@ its answer prompts; a method with neither (SuRe: no answer prompt, its own candi
 checks the task in its first step, which also comes before its first call.
 
 ``noterag eval`` checks every task of its dataset with ``check_task``; ``noterag ask`` and any
-other caller can check the one task of its question the same way.
+other caller can check the one task of its question the same way, with the method's spec and
+the run's profile (its settings resolved once, by the caller).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import Any, cast
 
-from noterag.context import resolve_context
+from noterag.context import RunContext
 from noterag.errors import ConfigError
-from noterag.methods import METHODS
+from noterag.spec import MethodSpec
 
 
-def answerable_tasks(method: str, profile: str = "paper") -> tuple[str, ...] | None:
-    """The tasks ``method`` has an answer for under ``profile``; None when its declaration does
-    not say (no ``tasks`` and no answer prompts)."""
-    spec = METHODS[method]
+def answerable_tasks(spec: MethodSpec, profile: str = "paper") -> tuple[str, ...] | None:
+    """The tasks the method ``spec`` has an answer for under ``profile``; None when its
+    declaration does not say (no ``tasks`` and no answer prompts)."""
     declared = spec.tasks
     if declared is not None:
         return tuple(declared)
@@ -34,12 +34,15 @@ def answerable_tasks(method: str, profile: str = "paper") -> tuple[str, ...] | N
     return tuple(sorted(answers)) if answers else None
 
 
-def check_task(method: str, task: str, context: Mapping[str, Any] | None = None) -> None:
-    """Raise ``ConfigError`` (one line) when ``method`` with ``context`` cannot answer ``task``."""
-    settings = resolve_context(METHODS[method].context, {**(context or {}), "task": task})
-    tasks = answerable_tasks(method, settings.profile)
+def check_task(spec: MethodSpec, task: str, settings: RunContext | None = None) -> None:
+    """Raise ``ConfigError`` (one line) when the method ``spec`` with the run's resolved
+    ``settings`` (None: its defaults) cannot answer ``task``: its settings refuse the task (the
+    context class checks a changed copy), or its profile's prompt set has no answer for it."""
+    base = settings if settings is not None else spec.context()
+    settings = replace(base, task=cast(Any, task))  # the context class checks the value
+    tasks = answerable_tasks(spec, settings.profile)
     if tasks is not None and task not in tasks:
         raise ConfigError(
-            f"{method} cannot answer task {task!r}: it answers {', '.join(tasks)} (it has no "
+            f"{spec.name} cannot answer task {task!r}: it answers {', '.join(tasks)} (it has no "
             f"answer prompt for {task!r})"
         )

@@ -25,7 +25,8 @@ gold answers (``utils.LLM_score_rag``).
 
 from __future__ import annotations
 
-from noterag.prompt import Prompt, official_prompt
+from noterag.prompt import Prompt
+from noterag.prompts.vendored import official_prompt
 
 _CODE = "thunlp/DeepNote"
 # thunlp/DeepNote config/config.yaml at cc2f013 (git blob 14568ca8cc41874ef633af98311cb7c654a1bc03)

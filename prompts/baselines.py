@@ -16,7 +16,8 @@ The passages (``{refs}``) are formatted by the profile: numbered ``[i] Title: ..
 ``title\\ntext`` strings; see noterag.profiles).
 """
 
-from noterag.prompt import AnswerPrompts, official_prompt
+from noterag.prompt import AnswerPrompts
+from noterag.prompts.vendored import official_prompt
 
 _AN, _DN = "thunlp/Adaptive-Note", "thunlp/DeepNote"
 

@@ -32,18 +32,16 @@ by the sentences generated so far.
 from __future__ import annotations
 
 import ast
-import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any, NamedTuple
 
 from noterag.errors import ConfigError
 from noterag.prompt import AnswerPrompts, Prompt
+from noterag.prompts import vendored
 
 REPOSITORY = "jzbjyb/FLARE"
 COMMIT = "ec4b06b502b5ab54f3f9236b0112a5d28482e7bb"
-FOLDER = ("original", "jzbjyb-FLARE")
 DATASETS_FILE = "datasets.py.txt"
 
 # noterag task -> (class in src/datasets.py, its exemplar list, openai.sh's --fewshot)
@@ -63,20 +61,16 @@ class Demonstration(NamedTuple):
     text: str
 
 
-@cache
 def source() -> dict[str, Any]:
     """SOURCE.json of the vendored file."""
-    folder = resources.files("noterag.prompts").joinpath(*FOLDER)
-    loaded: dict[str, Any] = json.loads((folder / "SOURCE.json").read_text(encoding="utf-8"))
-    return loaded
+    return vendored.source(REPOSITORY)
 
 
 @cache
 def _exemplar_lists() -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Every class-level ``*_examplars`` list of src/datasets.py that is a literal, by (class,
     attribute)."""
-    folder = resources.files("noterag.prompts").joinpath(*FOLDER)
-    tree = ast.parse((folder / DATASETS_FILE).read_text(encoding="utf-8"))
+    tree = ast.parse(vendored.text(REPOSITORY, DATASETS_FILE))
     found: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for cls in tree.body:
         if not isinstance(cls, ast.ClassDef):

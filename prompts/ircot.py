@@ -39,15 +39,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
 from noterag.errors import ConfigError
 from noterag.prompt import AnswerPrompts, Prompt
+from noterag.prompts import vendored
 
 REPOSITORY = "StonyBrookNLP/ircot"
 COMMIT = "3c1820f698eea5eeddb4fba3c56b64c961e063e4"
-# prompts/original/<owner>-<repository>/
-FOLDER = ("original", "StonyBrookNLP-ircot")
 DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
 METADATA_PREFIX = "# METADATA: "
 
@@ -140,24 +138,18 @@ PROMPT_SETS: dict[str, dict[int, tuple[str, ...]]] = {
 # "adaptive-rag", Adaptive-RAG's route C: starsuzi/Adaptive-RAG's own gold_with_1_distractors
 # files (its classifier was trained on the runs named "..._distractor_count__1"; that folder's
 # SOURCE.json), whose distractors differ from IRCoT's files of the same name.
-IRCOT_FILES = FOLDER[1]
-DEMO_FILES = {"ircot": IRCOT_FILES, "adaptive-rag": "starsuzi-Adaptive-RAG"}
+IRCOT_FILES = REPOSITORY
+DEMO_FILES = {"ircot": IRCOT_FILES, "adaptive-rag": "starsuzi/Adaptive-RAG"}
 
 
-@cache
 def source(files: str = IRCOT_FILES) -> dict[str, object]:
-    """SOURCE.json of the vendored demonstration files in ``prompts/original/<files>``."""
-    folder = resources.files("noterag.prompts").joinpath(FOLDER[0], files)
-    loaded: dict[str, object] = json.loads((folder / "SOURCE.json").read_text(encoding="utf-8"))
-    return loaded
+    """SOURCE.json of the repository ``files`` whose demonstration files are vendored."""
+    return vendored.source(files)
 
 
 def file_source(dataset: str, files: str = IRCOT_FILES) -> str:
     """Where ``dataset``'s demonstration file comes from: repository, path, commit."""
-    found = source(files)
-    paths = found["files"]
-    assert isinstance(paths, dict)
-    return f"{found['repository']} {paths[f'{dataset}.txt']} @ {str(found['commit'])[:7]}"
+    return vendored.cite(files, f"{dataset}.txt")
 
 
 @cache
@@ -166,9 +158,8 @@ def examples(dataset: str, files: str = IRCOT_FILES) -> dict[str, str]:
     lines after its ``# METADATA`` line, joined and stripped."""
     if dataset not in DATASETS:
         raise ConfigError(f"IRCoT has demonstrations for {', '.join(DATASETS)}, not {dataset!r}")
-    folder = resources.files("noterag.prompts").joinpath(FOLDER[0], files)
     # read_prompt: file.read().strip().split("\n"), each line given back its "\n"
-    text = (folder / f"{dataset}.txt").read_text(encoding="utf-8")
+    text = vendored.text(files, f"{dataset}.txt")
     found: dict[str, str] = {}
     # the lines before the first METADATA line belong to no example
     qid: str | None = None

@@ -35,7 +35,7 @@ import json
 from dataclasses import dataclass
 
 from noterag.prompt import AnswerPrompts, Prompt
-from noterag.prompts.vendored import cite, original_text
+from noterag.prompts.vendored import cite, text
 
 REPOSITORY = "ysymyth/ReAct"
 
@@ -52,7 +52,7 @@ INSTRUCTION = (
 )
 
 # The notebook: prompt_dict['webthink_simple6'] of prompts/prompts_naive.json
-EXAMPLES = json.loads(original_text(REPOSITORY, "prompts_naive.json"))["webthink_simple6"]
+EXAMPLES = json.loads(text(REPOSITORY, "prompts_naive.json"))["webthink_simple6"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from noterag.prompt import AnswerPrompts, Prompt, official_prompt
+from noterag.prompt import AnswerPrompts, Prompt
 from noterag.prompts import adaptive_note
 from noterag.prompts.single_step import ADAPTIVE_NOTE, aligned_answers
+from noterag.prompts.vendored import official_prompt
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import pytest
 from langchain_core.language_models import BaseChatModel
 
+from fake_elasticsearch import FakeElasticsearch
+
 # --------------------------------------------------------------------------- local model
 # (noterag.models) One llama.cpp server for the whole session: starting it costs ~2 s, and
 # every e2e test can share it because it serves requests one at a time.
@@ -73,3 +75,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from devserver import serve
 
     yield from serve(tmp_path_factory)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeElasticsearch]:
+    """A fake Elasticsearch server (tests/fake_elasticsearch.py), with no ES credentials taken
+    from the environment: the Elasticsearch tests' server."""
+    for name in ("NOTERAG_ES_API_KEY", "NOTERAG_ES_USER", "NOTERAG_ES_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    server = FakeElasticsearch()
+    yield server
+    server.close()

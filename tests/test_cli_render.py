@@ -4,19 +4,21 @@ on top, and events nobody renders pass silently."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from typing import Any
 
-import pytest
 from rich.console import Console
 from rich.text import Text
 
-from noterag.cli import render
 from noterag.cli.render import RENDERERS, Progress, renderers_for
+from noterag.methods import METHODS
+from noterag.spec import MethodSpec
 
 
-def progress_lines(method: str, *events: Any) -> list[str]:
+def progress_lines(method: str | MethodSpec, *events: Any) -> list[str]:
     out = io.StringIO()
-    progress = Progress(Console(file=out, width=200, highlight=False), method)
+    spec = method if isinstance(method, MethodSpec) else METHODS[method]
+    progress = Progress(Console(file=out, width=200, highlight=False), spec)
     with progress.live():
         for event in events:
             progress.event(event)
@@ -54,17 +56,17 @@ def test_each_line_carries_its_step() -> None:
     ]
 
 
-def test_a_methods_own_renderers_win_and_add_event_types(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_methods_own_renderers_win_and_add_event_types() -> None:
     own = {
         "verdict": lambda e: Text(f"toy verdict {e['accepted']}"),
         "toy_event": lambda e: f"toy saw {e['n']}",
     }
-    monkeypatch.setattr(render, "method_renderers", lambda m: own if m == "toy" else {})
+    toy = replace(METHODS["deepnote"], name="toy", progress=own)
     events = (
         {"type": "verdict", "step": 1, "accepted": True},
         {"type": "toy_event", "step": 2, "n": 3},
     )
-    assert progress_lines("toy", *events) == ["[step 1] toy verdict True", "[step 2] toy saw 3"]
+    assert progress_lines(toy, *events) == ["[step 1] toy verdict True", "[step 2] toy saw 3"]
     # Other methods keep the generic table, which has no line for the toy's event.
     assert progress_lines("deepnote", *events) == ["[step 1] note accepted"]
-    assert renderers_for("deepnote") == RENDERERS
+    assert renderers_for(METHODS["deepnote"]) == RENDERERS

@@ -347,14 +347,8 @@ def test_a_queries_field_the_state_lacks_is_refused_and_a_declared_one_fills_the
         build(replace(SPEC, queries="query_log"))
     example = Example(id="q1", question=QUESTION, golds=["1871"], task="multihop", dataset="t")
     config = {"method": "look-once", "context": {}, "model": "scripted"}
-    register(replace(SPEC, queries="passage_ids"), replace=True)
-    try:
-        row = result_row(example, {"passage_ids": ["p1"]}, config, {}, None, 0.1, 0.0)
-        assert row["queries"] == ["p1"]
-        register(SPEC, replace=True)
-        assert (
-            result_row(example, {"passage_ids": ["p1"]}, config, {}, None, 0.1, 0.0)["queries"]
-            is None
-        )
-    finally:
-        METHODS.unregister("look-once")
+    declared = replace(SPEC, queries="passage_ids")
+    row = result_row(declared, example, {"passage_ids": ["p1"]}, config, {}, None, 0.1, 0.0)
+    assert row["queries"] == ["p1"]
+    row = result_row(SPEC, example, {"passage_ids": ["p1"]}, config, {}, None, 0.1, 0.0)
+    assert row["queries"] is None

@@ -11,7 +11,6 @@ import hashlib
 import math
 import re
 from functools import partial
-from importlib import resources
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from noterag.graphs import flare
 from noterag.nodes import flare as steps
 from noterag.nodes.logprobs import LogprobsUnavailableError, Token
 from noterag.prompts import flare as flare_prompts
+from noterag.prompts import vendored
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -552,7 +552,7 @@ def test_the_exemplars_are_the_originals_and_the_vendored_file_is_the_original()
         "in terms of which version or adaptation of Gone with the Wind is being referred to. In "
         "order to figure out its interpretations, we need to consider"
     )
-    folder = resources.files("noterag.prompts").joinpath(*flare_prompts.FOLDER)
+    folder = vendored.folder(flare_prompts.REPOSITORY)
     data = (folder / flare_prompts.DATASETS_FILE).read_bytes()
     blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
     assert blob == flare_prompts.source()["git_blobs"][flare_prompts.DATASETS_FILE]

@@ -38,19 +38,6 @@ PASSAGES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _no_credentials_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("NOTERAG_ES_API_KEY", "NOTERAG_ES_USER", "NOTERAG_ES_PASSWORD"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeElasticsearch]:
-    server = FakeElasticsearch()
-    yield server
-    server.close()
-
-
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     path = tmp_path / "corpus.jsonl"

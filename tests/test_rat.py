@@ -19,7 +19,7 @@ from noterag.graphs import rat
 from noterag.nodes.rat import split_draft
 from noterag.profiles import numbered_passages
 from noterag.prompts import rat as rat_prompts
-from noterag.prompts.vendored import original_source, original_text
+from noterag.prompts import vendored
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -329,9 +329,9 @@ def test_max_steps_must_be_positive(bad: int):
 
 
 def test_vendored_notebook_is_the_repositorys_bytes():
-    source = original_source("CraftJarvis/RAT")
+    source = vendored.source("CraftJarvis/RAT")
     assert source["commit"] == "38afdf8c5950893b4f2d25446cc254000e53e11e"
-    data = original_text("CraftJarvis/RAT", "creative.ipynb").encode("utf-8")
+    data = vendored.text("CraftJarvis/RAT", "creative.ipynb").encode("utf-8")
     assert (
         hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
         == source["git_blobs"]["creative.ipynb"]
@@ -339,7 +339,7 @@ def test_vendored_notebook_is_the_repositorys_bytes():
 
 
 def notebook_functions() -> dict[str, ast.FunctionDef]:
-    notebook = json.loads(original_text("CraftJarvis/RAT", "creative.ipynb"))
+    notebook = json.loads(vendored.text("CraftJarvis/RAT", "creative.ipynb"))
     functions: dict[str, ast.FunctionDef] = {}
     for cell in notebook["cells"]:
         if cell["cell_type"] == "code":

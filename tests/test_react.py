@@ -22,7 +22,7 @@ from noterag.graphs import react
 from noterag.nodes.react import lookup_list, parse_action, parse_final_answer, parse_thought_action
 from noterag.parsing import count_fallbacks
 from noterag.prompts import react as react_prompts
-from noterag.prompts.vendored import original_source, original_text
+from noterag.prompts import vendored
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -191,7 +191,7 @@ def test_max_steps_caps_the_steps(max_steps: int):
 
 
 def test_the_default_is_the_notebooks_seven_steps():
-    notebook = json.loads(original_text("ysymyth/ReAct", "hotpotqa.ipynb"))
+    notebook = json.loads(vendored.text("ysymyth/ReAct", "hotpotqa.ipynb"))
     cell = next(
         "".join(c["source"]) for c in notebook["cells"] if "def webthink" in "".join(c["source"])
     )
@@ -509,15 +509,15 @@ def git_blob(data: bytes) -> str:
 
 
 def test_vendored_files_are_the_repositorys_bytes():
-    source = original_source("ysymyth/ReAct")
+    source = vendored.source("ysymyth/ReAct")
     assert source["commit"] == "6bdb3a1fd38b8188fc7ba4102969fe483df8fdc9"
     for name, path in source["files"].items():
-        data = original_text("ysymyth/ReAct", name).encode("utf-8")
+        data = vendored.text("ysymyth/ReAct", name).encode("utf-8")
         assert git_blob(data) == source["git_blobs"][path], name
 
 
 def test_instruction_and_demonstrations_are_the_notebooks():
-    notebook = json.loads(original_text("ysymyth/ReAct", "hotpotqa.ipynb"))
+    notebook = json.loads(vendored.text("ysymyth/ReAct", "hotpotqa.ipynb"))
     cell = next(
         "".join(c["source"]) for c in notebook["cells"] if "instruction = " in "".join(c["source"])
     )

@@ -857,10 +857,12 @@ def test_workers_are_no_more_than_the_questions_to_answer(
     def run_workers(setup: Any, todo: Any, n_workers: int, keep: Any, stopped: Any) -> None:
         started.append(n_workers)
         for example in todo:  # answered here: only the number of processes is the point
-            keep(asyncio.run(answer_one(setup.build_graph(), example, setup.config)))
+            keep(asyncio.run(answer_one(setup.build_graph(), spec, example, setup.config)))
 
     from noterag.eval.rows import answer_one
+    from noterag.methods import METHODS
 
+    spec = METHODS["vanilla"]
     monkeypatch.setattr(workers_module, "run_workers", run_workers)
     data = jsonl(tmp_path / "q.jsonl", questions(3))
     summary = evaluate(data, tmp_path / "run", ScriptedModel(script={"answer": GOLD}), workers=8)

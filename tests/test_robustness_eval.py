@@ -579,16 +579,18 @@ def test_a_dataset_task_the_method_cannot_answer_is_refused_before_any_call(
 
 
 def test_check_task_knows_each_methods_answer_prompts() -> None:
+    from noterag.methods import METHODS
     from noterag.tasks import check_task
 
-    check_task("adaptive-note", "crud")
-    check_task("deepnote", "strategyqa", {"profile": "official"})
+    deepnote = METHODS["deepnote"]
+    check_task(METHODS["adaptive-note"], "crud")
+    check_task(deepnote, "strategyqa", deepnote.context(profile="official"))
     with pytest.raises(ConfigError, match=r"deepnote .*'crud'.*multihop"):
-        check_task("deepnote", "crud")
+        check_task(deepnote, "crud")
     with pytest.raises(ConfigError, match="'crud'"):
-        check_task("vanilla", "crud")  # no crud answer prompt
+        check_task(METHODS["vanilla"], "crud")  # no crud answer prompt
     with pytest.raises(ConfigError, match="crud"):
-        check_task("chain-of-note", "crud")  # refused by its settings
+        check_task(METHODS["chain-of-note"], "crud")  # refused by its settings
 
 
 def test_run_json_and_rows_record_the_tasks_that_ran(tmp_path: Path) -> None:

@@ -195,7 +195,7 @@ def test_a_misspelt_slot_on_the_command_line_is_refused(tmp_path: Any) -> None:
     file = tmp_path / "answer.txt"
     file.write_text(MISSPELT["answer.multihop"], encoding="utf-8")
     with pytest.raises(ConfigError, match=r"no slot \{qeury\}"):
-        prompt_overrides("deepnote", [f"answer.multihop={file}"])
+        prompt_overrides(METHODS["deepnote"], [f"answer.multihop={file}"])
 
 
 def test_the_overridden_prompt_sets_kept_are_bounded() -> None:

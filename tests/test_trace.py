@@ -333,6 +333,7 @@ def test_vanilla_page_shows_the_passages_and_no_retrieval_none() -> None:
 
 
 CONFIG = {"method": "deepnote", "context": {}, "model": "scripted"}
+DEEPNOTE = METHODS["deepnote"]
 
 
 def example(qid: str, question: str = QUESTION) -> Any:
@@ -343,7 +344,7 @@ def example(qid: str, question: str = QUESTION) -> Any:
 def test_an_eval_row_renders_with_passages_by_id() -> None:
     run = note_run(deepnote, "deepnote")
     row = json.loads(
-        json.dumps(result_row(example("q1"), run, CONFIG, {"em": 1.0}, None, 2.5, 0.0))
+        json.dumps(result_row(DEEPNOTE, example("q1"), run, CONFIG, {"em": 1.0}, None, 2.5, 0.0))
     )
     page = dom(render_html(row))
     steps = sections(page)
@@ -532,7 +533,7 @@ def test_trace_command_writes_the_page(tmp_path: Path) -> None:
 def test_trace_command_picks_a_results_row_by_id(tmp_path: Path) -> None:
     run = note_run(deepnote, "deepnote")
     rows = [
-        result_row(example(qid, f"{QUESTION} ({qid})"), run, CONFIG, {}, None, 1.0, 0.0)
+        result_row(DEEPNOTE, example(qid, f"{QUESTION} ({qid})"), run, CONFIG, {}, None, 1.0, 0.0)
         for qid in ("a", "b")
     ]
     results = tmp_path / "results.jsonl"

@@ -37,9 +37,10 @@ from noterag.cli.options import (
 )
 from noterag.cli.render import Progress, plural, status, stderr_console
 from noterag.cli.trace import ForceOption, write_trace
-from noterag.context import check_question_size, resolve_context
+from noterag.context import check_question_size
 from noterag.errors import ConfigError, NoteragError
-from noterag.methods import METHODS, context_schema
+from noterag.methods import METHODS
+from noterag.spec import MethodSpec
 from noterag.terminal import printable, terminal_safe_json
 
 
@@ -188,6 +189,7 @@ def ask_command(
         if not question.strip():
             raise ConfigError("the question is empty")
         check_question_size(question.strip())
+        spec = METHODS[method]  # the one lookup: everything below takes the spec
         context = {
             name: value.value if isinstance(value, Enum) else value
             for name, value in {
@@ -204,18 +206,18 @@ def ask_command(
             if value is not None
         }
         # Validate the settings before starting a model: the context dataclass owns the rules.
-        context = parse_context(method, context, extra or [])
+        context, settings = parse_context(spec, context, extra or [])
         if context.get("human_review", "none") != "none":
             raise ConfigError(
                 "noterag ask does not pause for a human review: human_review is for apps "
                 "(Agent Chat UI, Python with a checkpointer; docs/embedding.md)"
             )
         if prompts:
-            context["prompts"] = prompt_overrides(method, prompts)
+            context["prompts"] = prompt_overrides(spec, prompts)
         from noterag.tasks import check_task
 
         # a task the method has no answer for fails now, not after its paid steps
-        check_task(method, context.get("task") or context_schema(method)().task, context)
+        check_task(spec, settings.task, settings)
         if html_out is not None:
             from noterag.trace import check_writable
 
@@ -236,15 +238,16 @@ def ask_command(
 
             with open_checkpointer(checkpoint) as saver:
                 graph = noterag.build_graph(
-                    method, model=chat_model, retriever=retriever, checkpointer=saver
+                    spec, model=chat_model, retriever=retriever, checkpointer=saver
                 )
                 with guard.leave_at_once_on_interrupt(), count_retries() as retries:
-                    final = run(graph, method, question.strip(), context, console, thread)
+                    final = run(graph, spec, question.strip(), context, console, thread)
         print_result(final, as_json)
         if html_out is not None:
             write_trace(final, html_out, console, force)
-        cap = resolve_context(context_schema(method), context).max_passage_chars
-        summary(final, console, time.perf_counter() - started, retries.value, cap)
+        summary(
+            final, console, time.perf_counter() - started, retries.value, settings.max_passage_chars
+        )
 
 
 def load_model(spec: str | None, console: Console, settings: Any = None, check: bool = True) -> Any:
@@ -267,7 +270,7 @@ def load_model(spec: str | None, console: Console, settings: Any = None, check: 
 
 def run(
     graph: Any,
-    method: str,
+    spec: MethodSpec,
     question: str,
     context: dict[str, Any],
     console: Console,
@@ -278,9 +281,9 @@ def run(
     after every step; a thread whose run of this same question was cut off resumes instead."""
     from noterag.trace import Recorder
 
-    progress = Progress(console, method)
+    progress = Progress(console, spec)
     # what the method declares it returns, not the loop's working fields
-    recorder = Recorder(METHODS[method].output_keys)
+    recorder = Recorder(spec.output_keys)
     run_input, config = thread_input(graph, question, thread, console)
     # No "messages" mode: it makes every ChatOpenAI call stream (not only the answer's), and
     # streamed replies from llama.cpp and most OpenAI-compatible servers carry no token usage,
@@ -306,7 +309,7 @@ def run(
                 style="dim",
             )
         )
-    return recorder.run() | {"method": method}
+    return recorder.run() | {"method": spec.name}
 
 
 def thread_input(

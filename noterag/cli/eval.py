@@ -37,6 +37,7 @@ from noterag.cli.options import (
 )
 from noterag.cli.render import stderr_console
 from noterag.eval.report import MAX_ERROR_RATE, RunFailedError, Summary, error_budget
+from noterag.methods import METHODS
 from noterag.terminal import printable
 
 
@@ -128,16 +129,17 @@ def eval_command(
     console = stderr_console(quiet)
     guard = guard_of(ctx)
     with user_errors(guard):
-        context = parse_context(method, {}, extra or [])
+        method_spec = METHODS[method]  # the one lookup: run_eval takes the spec
+        context, _ = parse_context(method_spec, {}, extra or [])
         if prompts:
-            context["prompts"] = prompt_overrides(method, prompts)
+            context["prompts"] = prompt_overrides(method_spec, prompts)
         spec = retriever_spec(index, console)
         from noterag.eval.report import print_summary
         from noterag.eval.runner import run_eval
 
         with guard.owned(), guard.leave_at_once_on_interrupt():
             summary = run_eval(
-                method,
+                method_spec,
                 dataset,
                 out,
                 index=spec,

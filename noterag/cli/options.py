@@ -16,12 +16,14 @@ from noterag.cli.render import status
 from noterag.context import (
     PROFILES,
     TASKS,
+    RunContext,
     context_from_pairs,
     resolve_context,
     setting_names,
 )
 from noterag.errors import ConfigError, IndexNotFoundError
-from noterag.methods import METHODS, context_schema
+from noterag.methods import METHODS
+from noterag.spec import MethodSpec, override_prompts
 
 # Every task and profile, so a new one needs no CLI change. (Built from data, so a type checker
 # sees them as enums without members.) A method is checked against the registry when the
@@ -66,11 +68,9 @@ PromptOption = Annotated[
 ]
 
 
-def prompt_overrides(method: str, pairs: list[str]) -> dict[str, str]:
+def prompt_overrides(spec: MethodSpec, pairs: list[str]) -> dict[str, str]:
     """``--prompt NAME=FILE`` pairs as the context's ``prompts``: each file read, each name
     checked against the method's prompts, before any model starts."""
-    from noterag.spec import override_prompts
-
     overrides: dict[str, str] = {}
     for pair in pairs:
         name, sep, file = pair.partition("=")
@@ -82,7 +82,7 @@ def prompt_overrides(method: str, pairs: list[str]) -> dict[str, str]:
         except (OSError, UnicodeDecodeError) as err:
             reason = getattr(err, "strerror", None) or "not UTF-8 text"
             raise ConfigError(f"--prompt {name.strip()}: cannot read {path}: {reason}") from None
-    for prompt_set in METHODS[method].prompts.values():
+    for prompt_set in spec.prompts.values():
         override_prompts(prompt_set, overrides)  # an unknown name: one error line naming them
     return overrides
 
@@ -241,15 +241,19 @@ def model_settings(timeout: float | None, max_retries: int | None) -> Any:
     return ModelSettings.from_env(timeout=timeout, max_retries=max_retries)
 
 
-def parse_context(method: str, options: dict[str, Any], pairs: list[str]) -> dict[str, Any]:
+def parse_context(
+    spec: MethodSpec, options: dict[str, Any], pairs: list[str]
+) -> tuple[dict[str, Any], RunContext]:
     """The run's context from the command line's options and ``--context`` pairs, checked
-    against the method's settings (e.g. Amber has no max_failures)."""
-    schema = context_schema(method)
+    against the method's settings (e.g. Amber has no max_failures): the values given (what the
+    graph and run.json take) and the settings they resolve to (defaults filled in), resolved
+    once here."""
+    schema = spec.context
     unknown = sorted(set(options) - set(setting_names(schema)))
     if unknown:
         flags = ", ".join("--" + name.replace("_", "-") for name in unknown)
         raise ConfigError(
-            f"{method} has no {flags} setting; its settings: {', '.join(setting_names(schema))}"
+            f"{spec.name} has no {flags} setting; its settings: {', '.join(setting_names(schema))}"
         )
     _refuse_repeated_pairs(pairs)
     from_pairs = context_from_pairs(schema, pairs)
@@ -265,8 +269,7 @@ def parse_context(method: str, options: dict[str, Any], pairs: list[str]) -> dic
     context = options | from_pairs
     # The context dataclass checks every value, the flags' as the -c pairs' (same rules, same
     # messages).
-    resolve_context(schema, context)
-    return context
+    return context, resolve_context(schema, context)
 
 
 def _refuse_repeated_pairs(pairs: list[str]) -> None:

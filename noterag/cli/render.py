@@ -2,7 +2,7 @@
 events (its ``custom`` stream) rendered as one line each.
 
 Each event type of the shared steps (retrieve, the note steps, answer) has a small renderer in
-``RENDERERS`` (event -> a line, several lines, or nothing). ``renderers_for(method)`` adds the
+``RENDERERS`` (event -> a line, several lines, or nothing). ``renderers_for(spec)`` adds the
 method's own from its declaration (``MethodSpec.progress``), so a new method's events show
 without a change here; an event type nobody renders prints nothing.
 
@@ -28,6 +28,7 @@ from rich.status import Status
 from rich.text import Text
 
 # The escaping of untrusted text (noterag.terminal: the eval and reproduce layers use it too).
+from noterag.spec import MethodSpec
 from noterag.terminal import printable_value
 
 Event = dict[str, Any]
@@ -114,24 +115,18 @@ SPINNER: dict[str, Callable[[Event], str]] = {
 }
 
 
-def method_renderers(method: str) -> Mapping[str, Renderer]:
-    """The method's own renderers (its declaration's ``progress``), which win over
-    ``RENDERERS`` for its events."""
-    from noterag.methods import METHODS
-
-    return METHODS[method].progress if method in METHODS else {}
-
-
-def renderers_for(method: str) -> Mapping[str, Renderer]:
-    return RENDERERS | dict(method_renderers(method))
+def renderers_for(spec: MethodSpec) -> Mapping[str, Renderer]:
+    """The generic renderers and the method's own (its declaration's ``progress``), which win
+    over ``RENDERERS`` for its events."""
+    return RENDERERS | dict(spec.progress)
 
 
 class Progress:
     """Renders the graph's custom events as one line each on stderr."""
 
-    def __init__(self, console: Console, method: str) -> None:
+    def __init__(self, console: Console, spec: MethodSpec) -> None:
         self.console = console
-        self.renderers = renderers_for(method)
+        self.renderers = renderers_for(spec)
         self._status: Status | None = None
 
     @contextmanager

@@ -57,7 +57,7 @@ class ClusterSetup:
     spare: int
 
 
-def _build_graph(setup: ClusterSetup) -> Any:
+def _build_graph(setup: ClusterSetup, spec: Any) -> Any:
     import noterag
     from noterag import models
     from noterag.spec import resolve_retriever
@@ -68,15 +68,18 @@ def _build_graph(setup: ClusterSetup) -> Any:
 
         chat_model = with_cache(chat_model, SQLiteLLMCache(setup.cache))
     retriever = resolve_retriever(setup.index)
-    return noterag.build_graph(setup.method, model=chat_model, retriever=retriever)
+    return noterag.build_graph(spec, model=chat_model, retriever=retriever)
 
 
 class Answerer:
     """One worker: an actor holding the graph, answering questions on its event loop."""
 
     def __init__(self, setup: ClusterSetup) -> None:
+        from noterag.methods import METHODS
+
         self.setup = setup
-        self.graph = _build_graph(setup)
+        self.spec = METHODS[setup.method]  # this process's one lookup
+        self.graph = _build_graph(setup, self.spec)
         self.turns: Any = None
 
     def where(self) -> tuple[int, str]:
@@ -96,7 +99,7 @@ class Answerer:
             use_threads(max(32, in_progress * 2), "noterag-eval")
             self.turns = ModelTurns(self.setup.concurrency)
         try:
-            row = await answer_one(self.graph, example, self.setup.config, self.turns)
+            row = await answer_one(self.graph, self.spec, example, self.setup.config, self.turns)
         except Abort as abort:
             return ("abort", portable_error(abort.error), abort.resumable)
         except Exception as exc:  # noqa: BLE001 - a bug: reported by the driver, not lost

@@ -10,13 +10,17 @@ from typing import Any
 
 from noterag.errors import IndexNotFoundError
 from noterag.eval import loop
-from noterag.methods import METHODS
 from noterag.models.errors import fatal_error, one_line_error
 from noterag.models.turns import ModelTurns, question_turns
+from noterag.spec import MethodSpec
 
 
 async def answer_one(
-    graph: Any, example: Any, config: dict[str, Any], turns: ModelTurns | None = None
+    graph: Any,
+    spec: MethodSpec,
+    example: Any,
+    config: dict[str, Any],
+    turns: ModelTurns | None = None,
 ) -> dict[str, Any]:
     """Run one question, its model calls taking ``turns`` (``noterag.models.turns``); its
     result row (with ``error`` set if it failed)."""
@@ -56,10 +60,11 @@ async def answer_one(
         metrics = score(answer or "", list(example.golds), example.task)
     else:  # the metric names of the task, all 0: a failure counts as a wrong answer
         metrics = dict.fromkeys(score("", list(example.golds), example.task), 0.0)
-    return result_row(example, state, config, metrics, error, latency, started_at)
+    return result_row(spec, example, state, config, metrics, error, latency, started_at)
 
 
 def result_row(
+    spec: MethodSpec,
     example: Any,
     state: dict[str, Any],
     config: dict[str, Any],
@@ -72,7 +77,6 @@ def result_row(
     method's declaration keeps (``MethodSpec.result_fields``). A failed question's state is
     lost: its answer, note, trace, costs and fallbacks are null; its retries are known
     (``state["retries"]``)."""
-    spec = METHODS[config["method"]]
     failed = error is not None
     passage_ids = list(state.get("passage_ids") or [])
     waited = state.get("waited_s", 0.0)

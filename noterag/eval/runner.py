@@ -63,6 +63,7 @@ from typing import Any, Self
 from langchain_core.retrievers import BaseRetriever
 
 from noterag._fs import atomic_write_json, atomic_write_lines
+from noterag.context import RunContext
 from noterag.errors import ConfigError, NoteragError
 from noterag.eval import loop
 from noterag.eval.lock import run_lock
@@ -78,8 +79,10 @@ from noterag.eval.runs import (
     scan_results,
 )
 from noterag.eval.workers import WorkerSetup
+from noterag.methods import METHODS
 from noterag.models.turns import ModelTurns, spare_questions, takes_turns
 from noterag.retrievers.indexdir import index_identity
+from noterag.spec import MethodSpec
 
 # run.json fields that must match for a run to resume; the others (limit, questions, times)
 # describe the current invocation.
@@ -97,7 +100,7 @@ class IndexChangedError(NoteragError):
 
 
 def run_eval(
-    method: str,
+    method: str | MethodSpec,
     dataset: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
     *,
@@ -121,7 +124,8 @@ def run_eval(
     spare: int | None = None,
     ray: str | None = None,
 ) -> Summary:
-    """Run ``method`` on the questions of ``dataset`` into ``out_dir``; return the summary.
+    """Run ``method`` (its name or its ``MethodSpec``) on the questions of ``dataset`` into
+    ``out_dir``; return the summary.
 
     index: an index directory, a retriever spec ("bm25:DIR") or a BaseRetriever; None as
     ``build_graph`` (NOTERAG_INDEX, else the bundled sample). model: a spec or a chat model
@@ -154,14 +158,14 @@ def run_eval(
     from noterag import models
     from noterag.context import resolve_context
     from noterag.datasets import load_dataset
-    from noterag.methods import context_schema
     from noterag.models.spec import model_endpoint
     from noterag.spec import resolve_retriever
 
+    spec = method if isinstance(method, MethodSpec) else METHODS[method]  # the one lookup
     context = dict(context or {})
     if fair_topk_from is not None:
-        context["top_k"] = fair_top_k(method, fair_topk_from, context)
-    resolve_context(context_schema(method), context)  # unknown method or bad setting: fail now
+        context["top_k"] = fair_top_k(spec.name, fair_topk_from, context)
+    run_settings = resolve_context(spec.context, context)  # a bad setting fails now, once
     examples = load_dataset(Path(dataset), format=format, limit=limit)
     # The whole question set the shards split: what `noterag merge` checks they share.
     digest, everything = dataset_digest(examples), len(examples)
@@ -173,13 +177,13 @@ def run_eval(
                 "per question"
             )
         examples = [ex for ex in examples if in_shard(ex.id, shard_of)]
-    tasks = _check_tasks(method, context, examples, Path(dataset))
+    tasks = _check_tasks(spec, run_settings, context, examples, Path(dataset))
     index_spec = loop.index_spec(index)
     label = model_label or loop.model_label(model)
     slots = endpoint_slots(label)
     concurrency = concurrency or slots or DEFAULT_CONCURRENCY
     config = {
-        "method": method,
+        "method": spec.name,
         "dataset": str(Path(dataset).expanduser().resolve()),
         "format": format,
         "index": loop.index_label(index_spec),
@@ -233,7 +237,7 @@ def run_eval(
                     own_model = with_cache(own_model, llm_cache)
             if n_workers > 1 and not isinstance(index_spec, BaseRetriever):
                 own_retriever = resolve_retriever(index_spec)
-            return noterag.build_graph(method, model=own_model, retriever=own_retriever)
+            return noterag.build_graph(spec, model=own_model, retriever=own_retriever)
 
         queued = concurrency > slots if slots is not None else False
         invocation = {
@@ -284,7 +288,7 @@ def run_eval(
             from noterag.eval.cluster import ClusterSetup
 
             recipe = ClusterSetup(
-                method=method,
+                method=spec.name,
                 model=model,
                 settings=settings,
                 index=index_spec,
@@ -308,7 +312,7 @@ def run_eval(
                     await loop.run_questions(
                         todo,
                         concurrency + spare,
-                        lambda ex: answer_one(graph, ex, config, turns),
+                        lambda ex: answer_one(graph, spec, ex, config, turns),
                         keep,
                         meter,
                     )
@@ -411,7 +415,11 @@ def endpoint_slots(model_label: str) -> int | None:
 
 
 def _check_tasks(
-    method: str, context: dict[str, Any], examples: Sequence[Any], dataset: Path
+    spec: MethodSpec,
+    settings: RunContext,
+    context: dict[str, Any],
+    examples: Sequence[Any],
+    dataset: Path,
 ) -> Counter[str]:
     """The questions per task; refuse a ``task`` setting the dataset contradicts (each question
     is asked and scored with its own task) and a task the method cannot answer, before any
@@ -430,7 +438,7 @@ def _check_tasks(
         )
     for task, n in sorted(tasks.items()):
         try:
-            check_task(method, task, context)
+            check_task(spec, task, settings)
         except ConfigError as exc:
             raise ConfigError(
                 f"{name} has {n} {task} question{'s' if n != 1 else ''}, but {exc}"

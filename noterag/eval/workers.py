@@ -141,11 +141,13 @@ def _worker_main(
 async def _serve(conn: Connection, graph: Any, setup: WorkerSetup) -> None:
     from noterag.eval.loop import Abort, use_threads
     from noterag.eval.rows import answer_one
+    from noterag.methods import METHODS
     from noterag.models.turns import ModelTurns
 
     loop = asyncio.get_running_loop()
     in_progress = setup.concurrency + setup.spare
     use_threads(max(32, in_progress * 2), "noterag-eval")  # as the single-process run
+    spec = METHODS[setup.config["method"]]  # this process's one lookup
     turns = ModelTurns(setup.concurrency)
     inbox: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -167,7 +169,7 @@ async def _serve(conn: Connection, graph: Any, setup: WorkerSetup) -> None:
 
     async def one(example: Any) -> None:
         try:
-            row = await answer_one(graph, example, setup.config, turns)
+            row = await answer_one(graph, spec, example, setup.config, turns)
         except Abort as abort:
             send(("abort", portable_error(abort.error), abort.resumable))
             return
