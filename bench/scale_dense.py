@@ -170,15 +170,14 @@ def calibrate(args: argparse.Namespace) -> None:
         np.savez(cache, passages=np.array(real_p), queries=np.array(real_q))
     real = np.load(cache)
     data = SyntheticVectors(2000, args.dim, args.seed)
-    print(
-        "geometry               "
-        + "  ".join(f"{k:>11}" for k in geometry(data.batch(0), data.queries(300)))
-    )
-    for name, (p, q) in {
-        "MiniLM, HotpotQA (384-d)": (real["passages"], real["queries"]),
-        f"synthetic ({args.dim}-d)": (data.batch(0), data.queries(300)),
-    }.items():
-        print(f"{name:22} " + "  ".join(f"{v:11.3f}" for v in geometry(p, q).values()))
+    rows = {
+        "MiniLM, HotpotQA (384-d)": geometry(real["passages"], real["queries"]),
+        f"synthetic ({args.dim}-d)": geometry(data.batch(0), data.queries(300)),
+    }
+    names = list(next(iter(rows.values())))
+    print(f"{'':25}" + "".join(f"{name:>13}" for name in names))
+    for label, values in rows.items():
+        print(f"{label:25}" + "".join(f"{values[name]:13.3f}" for name in names))
 
 
 def exact_and_index(
