@@ -486,7 +486,7 @@ def test_score_prompts_are_the_official_config_texts() -> None:
 
 
 def test_stage_prompts_are_the_official_files() -> None:
-    from noterag.prompt import official_prompt
+    from noterag.prompts.vendored import official_prompt
 
     for stage, file in (
         ("rag", "base"),

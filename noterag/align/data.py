@@ -49,6 +49,7 @@ from noterag.align.stages import (
     sampling_grid,
 )
 from noterag.align.stats import TABLE_ORDER, run_statistics
+from noterag.datasets.formats import row_fields
 from noterag.errors import ConfigError
 from noterag.eval import loop
 from noterag.eval.runs import RunDirError, scan_results
@@ -293,11 +294,7 @@ async def build_row(builder: Builder, example: Any, config: dict[str, Any]) -> d
             built, error = {}, one_line_error(exc)
     latency = time.perf_counter() - clock
     return {
-        "id": example.id,
-        "question": example.question,
-        "golds": list(example.golds),
-        "task": example.task,
-        "dataset": example.dataset,
+        **row_fields(example),
         # an errored question has no stages, pairs or costs
         "k": built.get("k"),
         "passage_ids": built.get("passage_ids"),

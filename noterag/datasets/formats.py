@@ -54,6 +54,18 @@ class Example:
         return data
 
 
+def row_fields(example: Any) -> dict[str, Any]:
+    """What a result row (an eval row, a DNAlign journal line) says of its question: id,
+    question, gold answers, task, dataset."""
+    return {
+        "id": example.id,
+        "question": example.question,
+        "golds": list(example.golds),
+        "task": example.task,
+        "dataset": example.dataset,
+    }
+
+
 # --------------------------------------------------------------------------- field types
 # Each failure is a pydantic error; ``error_line`` words it. The custom ones carry their words.
 

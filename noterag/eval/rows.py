@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from noterag.datasets.formats import row_fields
 from noterag.errors import IndexNotFoundError
 from noterag.eval import loop
 from noterag.models.errors import fatal_error, one_line_error
@@ -81,11 +82,7 @@ def result_row(
     passage_ids = list(state.get("passage_ids") or [])
     waited = state.get("waited_s", 0.0)
     return {
-        "id": example.id,
-        "question": example.question,
-        "golds": list(example.golds),
-        "task": example.task,
-        "dataset": example.dataset,
+        **row_fields(example),
         "answer": state.get("answer"),
         "metrics": metrics,
         # what the method declares worth keeping: the best note (note methods, Amber's best
