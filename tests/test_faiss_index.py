@@ -311,6 +311,23 @@ def test_a_format_1_numpy_index_still_opens_as_flat(tmp_path: Path, corpus_rows:
     assert_exact(retriever.invoke(corpus_rows[7]["text"]), corpus_rows[:50], corpus_rows[7]["text"])
 
 
+def test_an_ivfpq_index_from_before_refine_codes_opens_without_them(
+    tmp_path: Path, corpus_rows: list
+) -> None:
+    out = build(tmp_path, corpus_rows, IndexSettings(kind="ivfpq", nlist=8, pq_m=16))
+    manifest_path = out / "noterag-index.json"
+    manifest = json.loads(manifest_path.read_text())
+    for key in ("refine", "k_factor"):
+        del manifest["faiss"][key]
+    manifest["marks"].pop("refine.faiss", None)
+    manifest_path.write_text(json.dumps(manifest))
+    (out / "refine.faiss").unlink()
+    index = DenseIndex(out)
+    assert not isinstance(index._faiss, faiss.IndexRefine)
+    docs = DenseRetriever(index_dir=str(out), k=10).invoke(corpus_rows[4]["text"])
+    assert corpus_rows[4]["id"] in [d.id for d in docs]
+
+
 # ----------------------------------------------------------------------------- bad inputs
 
 
