@@ -696,7 +696,9 @@ def zero_files(index_dir: Path, suffix: str) -> None:
                 f.write(b"\0" * path.stat().st_size)
 
 
-@pytest.mark.parametrize("suffix", [".store", ".pos"])  # a tantivy panic, a tantivy error
+@pytest.mark.parametrize(
+    "suffix", [".store", ".idx"]
+)  # the stored passages, the postings (no .pos: freq-only)
 def test_a_damaged_bm25_index_is_named(bm25_dir: Path, suffix: str) -> None:
     from noterag.retrievers.indexdir import IndexDamagedError
 
@@ -714,7 +716,7 @@ def test_a_damaged_index_found_mid_run_stops_the_run(
 ) -> None:
     def answer(prompt: str) -> str:
         if "Question 1:" in prompt:
-            zero_files(bm25_dir, ".pos")
+            zero_files(bm25_dir, ".idx")
         return GOLD
 
     scripted_cli["model"] = ScriptedModel(script={"answer": answer})
