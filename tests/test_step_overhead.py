@@ -18,8 +18,8 @@ from typing_extensions import TypedDict
 import noterag
 import noterag.question as question_module
 from noterag.context import DeepNoteContext
+from noterag.decision import Decision
 from noterag.errors import ConfigError
-from noterag.graphs import note_loop
 from noterag.step import on_loop, run_context
 from scripted import (
     QUESTION,
@@ -88,9 +88,9 @@ def test_a_step_node_is_one_run_and_computing_steps_stay_on_the_event_loop(
         return body
 
     monkeypatch.setattr(question_module, "ask", recorded("question", question_module.ask))
-    monkeypatch.setattr(
-        note_loop, "threshold_stop", recorded("stop_check", note_loop.threshold_stop)
-    )
+    # counted where a deciding step applies its rule (the rule itself is declared in the
+    # method's spec, and a step deciding by another function is refused at build)
+    monkeypatch.setattr(Decision, "settle", recorded("stop_check", Decision.settle))
     runs = Runs()
     graph = deepnote()
     config: Any = {"callbacks": [runs]}
