@@ -184,7 +184,9 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster: str, tmp_
 
 
 def test_ctrl_c_stops_the_workers_and_a_plain_eval_resumes(cluster: str, tmp_path: Path) -> None:
-    model = SimModel(base_s=0.2, per_token_s=0.0)
+    # slow enough that the run cannot finish before the interrupt, even on a loaded machine
+    # (30 DeepNote questions at 1 s a call take over a minute on 4 lanes)
+    model = SimModel(base_s=1.0, per_token_s=0.0)
     server, url = start(model)
     run, questions = tmp_path / "run", _questions(tmp_path / "q.jsonl", 30)
     index = sample_index(tmp_path / "cache")
@@ -210,6 +212,7 @@ def test_ctrl_c_stops_the_workers_and_a_plain_eval_resumes(cluster: str, tmp_pat
         assert len(model.records) == stopped  # nobody asks the model for this run any more
         before = {r["id"] for r in _rows(run)}
         assert 2 <= len(before) < 30
+        model.base_s = 0.05  # the resumed run need not be slow
         summary = run_eval(
             "deepnote", questions, run, index=index, model=f"openai:sim@{url}",
             settings=SETTINGS, concurrency=4, progress=False,
