@@ -484,9 +484,7 @@ def test_the_templates_are_package_data() -> None:
     """The page must render from an installed wheel: every template file is matched by the
     package-data globs and read through the package, not the checkout's path."""
     root = Path(__file__).resolve().parents[1]
-    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-data"
-    ]["noterag"]
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
     templates = resources.files("noterag") / "templates"
     found = [
         p.relative_to(root / "noterag").as_posix()
@@ -496,7 +494,12 @@ def test_the_templates_are_package_data() -> None:
     assert {"templates/trace.html.j2", "templates/trace.css"} <= set(found)
     assert {f"templates/trace/{name}.html.j2" for name in LAYOUTS} <= set(found)
     for name in found:
-        assert any(fnmatch(name, glob) for glob in globs), f"{name} is not package data"
+        # each folder is a package of its own, its files matched by that package's globs
+        folder, _, file = name.rpartition("/")
+        package = "noterag." + folder.replace("/", ".")
+        assert package in setuptools["packages"], f"{folder} is not a package"
+        globs = setuptools["package-data"].get(package, [])
+        assert any(fnmatch(file, glob) for glob in globs), f"{name} is not package data"
     assert "ins{" in (templates / "trace.css").read_text(encoding="utf-8")
 
 
