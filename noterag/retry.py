@@ -8,7 +8,7 @@ added to the exception, which also says in a traceback where it came from). An e
 without the note is never retried, whatever its type: the model's requests are retried by the
 model's own client, one request at a time (``noterag.models.retries``; it honours Retry-After
 and is counted per question), while a node's retry would send the node's finished calls again.
-``MethodSpec.build`` gives the policy to every node that performs effects (``noterag.step.node``
+``graphs.assemble.build`` gives the policy to every node that performs effects (``noterag.step.node``
 and REPLUG's own search step), since most searching steps also ask the model.
 """
 
@@ -71,7 +71,7 @@ SEARCH_RETRY = RetryPolicy(max_attempts=3, retry_on=transient_search_failure)
 
 
 def searching(runnable: Any) -> Any:
-    """Mark a node's Runnable as one that searches: ``MethodSpec.build`` gives it
+    """Mark a node's Runnable as one that searches: ``graphs.assemble.build`` gives it
     ``SEARCH_RETRY``."""
     object.__setattr__(runnable, _SEARCHES, True)
     return runnable
