@@ -155,14 +155,18 @@ def serve(
         env["NOTERAG_CHECKPOINT"] = str(tmp / "threads.sqlite")
     env |= env_overrides or {}
     port = _free_port()
-    where = ["--config", str(_config_in(workdir))] if workdir is not None else []
+    # Never the checkout as the working directory: the server keeps its runs queue in
+    # .langgraph_api/ there, and a server started later in the same place resumes the runs an
+    # earlier one was stopped in (with its own model: a test's endpoint got another's calls).
+    workdir = workdir or tmp
+    where = ["--config", str(_config_in(workdir))]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             # --no-reload: other edits to the checkout must not restart the server mid-run.
             # the venv's own interpreter, whatever the script's first line says (a copied venv)
             [sys.executable, str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
              "--port", str(port), *where],
-            cwd=workdir or REPO,
+            cwd=workdir,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,

@@ -41,11 +41,25 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Hold
         sim.shutdown()
 
 
-def calls_of(model: HoldingModel, run: Any) -> Counter[str]:
+class Calls(Counter[str]):
+    """The endpoint's requests while a run ran, by stage; ``prompts`` keeps their prompts (an
+    assertion on the counts shows them, to tell a request this server sent from a stray)."""
+
+    prompts: list[tuple[str, str]]
+
+    def requests(self) -> str:
+        return "the requests:\n" + "\n".join(
+            f"--- {stage}: {prompt[:600]!r}" for stage, prompt in self.prompts
+        )
+
+
+def calls_of(model: HoldingModel, run: Any) -> Calls:
     """The endpoint's requests while ``run()`` ran, by stage."""
-    before = Counter(model.stages)
+    before, seen = Counter(model.stages), len(model.prompts)
     run()
-    return Counter(model.stages) - before
+    calls = Calls(Counter(model.stages) - before)
+    calls.prompts = model.prompts[seen:]
+    return calls
 
 
 def interrupts(client: Any, thread: str) -> list[Any]:
@@ -66,7 +80,7 @@ def paused_at_the_note(client: Any, model: HoldingModel) -> str:
         model,
         lambda: client.runs.wait(thread, "deepnote", input={"question": QUESTION}, context=REVIEW),
     )
-    assert done == ONE_STEP - Counter(answer=1)  # paused before the answer's call
+    assert done == ONE_STEP - Counter(answer=1), done.requests()  # paused before the answer's call
     [[request]] = interrupts(client, thread)
     assert request["action_request"]["action"] == "review_note"
     values = client.threads.get_state(thread)["values"]
@@ -84,7 +98,7 @@ def test_accept_at_the_note_answers_without_repeating_a_call(served: Any) -> Non
     thread = paused_at_the_note(client, model)
     out: dict[str, Any] = {}
     done = calls_of(model, lambda: out.update(resume(client, thread, {"type": "accept"})))
-    assert done == Counter(answer=1)
+    assert done == Counter(answer=1), done.requests()
     assert out["answer"] and not interrupts(client, thread)
 
 
@@ -94,7 +108,7 @@ def test_an_edited_note_is_what_the_answer_prompt_reads(served: Any) -> None:
     edit = {"type": "edit", "args": {"action": "review_note", "args": {"note": EDITED}}}
     out: dict[str, Any] = {}
     done = calls_of(model, lambda: out.update(resume(client, thread, [edit])))  # as a list too
-    assert done == Counter(answer=1)
+    assert done == Counter(answer=1), done.requests()
     assert EDITED in answer_prompts(model)[-1]
     assert out["best_note"] == EDITED and out["answer"]
 
@@ -106,7 +120,7 @@ def test_a_response_retrieves_more_and_asks_again(served: Any) -> None:
     done = calls_of(model, lambda: resume(client, thread, {"type": "response", "args": query}))
     # the method's accumulation with the passages the reviewer's query found, then the human
     # review again, of the note it wrote
-    assert done == Counter(accumulate=1)
+    assert done == Counter(accumulate=1), done.requests()
     [[request]] = interrupts(client, thread)
     assert request["action_request"]["action"] == "review_note"
     values = client.threads.get_state(thread)["values"]
@@ -114,7 +128,8 @@ def test_a_response_retrieves_more_and_asks_again(served: Any) -> None:
     assert query in values["query_log"]
     out: dict[str, Any] = {}
     done = calls_of(model, lambda: out.update(resume(client, thread, {"type": "ignore"})))
-    assert done == Counter(answer=1) and out["answer"]
+    assert done == Counter(answer=1), done.requests()
+    assert out["answer"]
 
 
 def test_interrupt_before_answer_update_state_and_continue_answers_from_the_edit(
@@ -139,7 +154,7 @@ def test_interrupt_before_answer_update_state_and_continue_answers_from_the_edit
             client.runs.wait(thread, "deepnote", input=None, context={"max_steps": 1})
         ),
     )
-    assert done == Counter(answer=1)
+    assert done == Counter(answer=1), done.requests()
     assert out["answer"] and out["best_note"] == EDITED
     assert EDITED in answer_prompts(model)[-1]
 
@@ -151,7 +166,7 @@ def test_a_follow_up_on_a_thread_is_rewritten_from_the_conversation(served: Any)
     first = calls_of(
         model, lambda: client.runs.wait(thread, "deepnote", input=ask, context={"max_steps": 1})
     )
-    assert first == ONE_STEP  # a first turn is not rewritten
+    assert first == ONE_STEP, first.requests()  # a first turn is not rewritten
     follow = {"messages": [{"role": "user", "content": "And where was he born?"}]}
     parts = list(
         client.runs.stream(
