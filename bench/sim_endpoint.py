@@ -65,15 +65,23 @@ class Record:
     in_flight: int
 
 
+GATHER_WAIT_S = 30.0
+
+
 @dataclass
 class SimModel:
     base_s: float = 0.1
     per_token_s: float = 0.002
     seed: int = 0
+    # Hold the first requests until this many are in flight at once (then never again), so a
+    # test of concurrency sees the peak its client allows even on a loaded machine, where the
+    # requests of a slow-starting worker would otherwise come after the others are answered.
+    gather: int = 0
     records: list[Record] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _in_flight: int = 0
     _rng: random.Random = field(default_factory=random.Random)
+    _gathered: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self._rng.seed(self.seed)
@@ -110,6 +118,9 @@ class SimModel:
         with self._lock:
             self._in_flight += 1
             in_flight = self._in_flight
+            if in_flight >= self.gather:
+                self._gathered.set()
+        self._gathered.wait(GATHER_WAIT_S)  # fewer than ``gather`` ever at once: not forever
         start = time.perf_counter()
         time.sleep(self.base_s + self.per_token_s * tokens)
         end = time.perf_counter()

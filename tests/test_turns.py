@@ -162,7 +162,8 @@ def test_an_eval_keeps_n_questions_at_the_endpoint_and_as_many_more_in_progress(
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     import sim_endpoint
 
-    sim = sim_endpoint.SimModel(0.03, 0.0)
+    # the first requests wait for each other: the peak is reached however late a worker starts
+    sim = sim_endpoint.SimModel(0.03, 0.0, gather=2 * workers)
     server, url = sim_endpoint.start(sim)
     try:
         run_eval(
