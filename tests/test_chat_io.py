@@ -75,7 +75,8 @@ CHAT_FORMS = {
 def test_chat_input_runs_as_the_question(method: str, form: str):
     expected, by_question = run(method, {"question": QUESTION})
     out, by_chat = run(method, CHAT_FORMS[form])
-    assert by_chat.calls == by_question.calls and by_chat.calls
+    # the same calls; in any order where the method sends several at once (REPLUG's passes)
+    assert sorted(by_chat.calls) == sorted(by_question.calls) and by_chat.calls
     assert out["question"] == QUESTION
     assert out["answer"] == expected["answer"] == ANSWER
     assert out["passage_ids"] == expected.get("passage_ids", [])
