@@ -16,7 +16,7 @@ import pytest
 from noterag.errors import ConfigError
 from noterag.eval import run_eval
 from noterag.models import ModelSettings, load_chat_model
-from noterag.models.endpoints import EndpointPool, replicas_of
+from noterag.models.endpoints import COOL_OFF, EndpointPool, replicas_of
 from noterag.sample import sample_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -63,7 +63,9 @@ async def test_concurrent_requests_go_to_the_least_outstanding(replicas) -> None
     assert sum(counts) == 10 and counts[0] >= 4  # balanced, not all on one
 
 
-def test_a_dead_replica_is_skipped_and_its_request_sent_elsewhere(replicas) -> None:
+def test_a_dead_replica_is_skipped_and_its_request_sent_elsewhere(replicas, monkeypatch) -> None:
+    # a cool-off no loaded machine outlasts in five calls (the 1 s default did once: tried twice)
+    monkeypatch.setitem(COOL_OFF, "initial_s", 120.0)
     urls, models = replicas
     llm = load_chat_model(f"openai:sim@{_dead_url()},{urls[0]}", SETTINGS)
     for _ in range(5):
