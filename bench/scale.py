@@ -44,7 +44,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import RESULTS, print_table, write_results
-from wiki_corpus import load_questions
 
 HERE = Path(__file__).parent
 PAPER_SCALE = 21_015_324  # passages in the DPR/ALCE Wikipedia corpus
@@ -141,6 +140,8 @@ def targets(bm25: list[dict[str, Any]], dense: list[dict[str, Any]]) -> list[dic
 
 
 def main() -> None:
+    from wiki_corpus import load_questions  # numpy: only where the benchmark runs
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, required=True, help="bench/wiki_corpus.py output")
     parser.add_argument("--work", type=Path, required=True, help="indexes and big files")
