@@ -18,7 +18,11 @@ One command, four steps, each in its own subprocess (so each one's peak memory i
    questions, up to ``--bm25s-max`` passages (its in-memory matrix holds 6.8 GiB at 2M: the
    largest size this 24 GiB machine holds with room for its build);
 3. ``scale_dense.py`` at ``--dense-small`` vectors: flat (exact), IVF-PQ and HNSW, built afresh;
-4. ``scale_dense.py`` at ``--dense-large`` vectors: IVF-PQ built afresh; flat and HNSW, which
+4. ``scale_dense.py`` at ``--dense-large`` vectors: IVF-PQ built afresh and searched in a
+   memory cgroup of 4 GB (3.73 GiB) with its files evicted from the page cache first, so
+   every page the search reads is charged to it: a search that completes fits in 4 GB, and
+   the cgroup's peak is its memory (its RSS counts every cached page of the 16 GB of
+   memory-mapped files it touched, as much as the machine has free). Flat and HNSW, which
    hold every vector in RAM (64 GiB at 21M x 768), are listed as not fitting.
 
 The dense steps use seeded synthetic embedding-like vectors (``scale_dense.py`` says why and
@@ -76,7 +80,8 @@ DENSE_COLUMNS = [
     ("ef_search", "efS", "d"),
     ("build_s", "build s", ".0f"),
     ("index_gib", "disk GiB", ".2f"),
-    ("search_peak_rss_gib", "search GiB", ".2f"),
+    ("search_peak_rss_gib", "search RSS GiB", ".2f"),
+    ("search_cgroup_peak_gib", "cgroup peak GiB", ".2f"),
     ("p50_ms", "p50 ms", ".2f"),
     ("cpu_p50_ms", "CPU p50", ".2f"),
     ("recall_at_5", "R@5", ".3f"),
@@ -93,6 +98,15 @@ def step(label: str, argv: list[str]) -> None:
     if code != 0:
         raise SystemExit(f"error: {label} failed (exit {code}); the steps before it are in place")
     print(f"== {label}: {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def search_memory(row: dict[str, Any]) -> float:
+    """A search's memory in GiB: its memory cgroup's peak where it ran in one (page cache it
+    read included, and held to the cgroup's limit), else its peak RSS. The RSS of a search over
+    memory-mapped files counts every cached page it mapped, which is as much as the machine
+    has free, not what the search needs."""
+    peak = row.get("search_cgroup_peak_gib")
+    return float(row["search_peak_rss_gib"] if peak is None else peak)
 
 
 def targets(bm25: list[dict[str, Any]], dense: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -126,13 +140,13 @@ def targets(bm25: list[dict[str, Any]], dense: list[dict[str, Any]]) -> list[dic
         for r in dense
         if r["kind"] == "ivfpq" and r["vectors"] == PAPER_SCALE and "skipped" not in r
     ]
-    fitting = [r for r in ivfpq if r["search_peak_rss_gib"] * GIB <= 4 * GB]
+    fitting = [r for r in ivfpq if search_memory(r) * GIB <= 4 * GB]
     best = max(fitting or ivfpq, key=lambda r: r["recall_at_10"], default=None)
     check(
         "IVF-PQ recall@10 >= 0.9 of exact at 21M within 4 GB",
         None
         if best is None
-        else f"{best['recall_at_10']:.3f} within {best['search_peak_rss_gib']:.2f} GiB "
+        else f"{best['recall_at_10']:.3f} within {search_memory(best):.2f} GiB "
         f"(nprobe {best['nprobe']}, k_factor {best['k_factor']})",
         None if best is None else bool(fitting) and best["recall_at_10"] >= 0.9,
     )
@@ -191,7 +205,7 @@ def main() -> None:
             f"FAISS IVF-PQ at {args.dense_large:,} vectors",
             [str(HERE / "scale_dense.py"), "--n", str(args.dense_large), *dense_common,
              "--kinds", "flat,ivfpq,hnsw", "--reduce", "128", "--nlist", "1024", "--pq-m", "32",
-             "--nprobe", "8,16", "--k-factor", "10,20"],
+             "--nprobe", "8,16", "--k-factor", "10,20", "--search-mem-gib", str(4 * GB / GIB)],
         )  # fmt: skip
         bm25 = json.loads(bm25_json.read_text())
         dense = json.loads(dense_json.read_text())

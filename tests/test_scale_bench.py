@@ -1,6 +1,6 @@
 """bench/scale.py: the issue's targets are judged from the run's own rows (GB, not GiB; the
-IVF-PQ verdict only from a configuration that fits in 4 GB), and a failed step stops the run
-with one line naming it."""
+IVF-PQ verdict only from a configuration that fits in 4 GB, by its memory cgroup's peak where it
+ran in one), and a failed step stops the run with one line naming it."""
 
 from __future__ import annotations
 
@@ -62,6 +62,10 @@ def test_ivfpq_recall_counts_only_within_four_gigabytes() -> None:
     assert check["measured"].startswith("0.910 within 1.50 GiB (nprobe 8")
     assert scale.targets([], [too_big])[3]["met"] is False
     assert scale.targets([], [ivfpq_row(0.85, 1.5)])[3]["met"] is False
+    # Searched in a 4 GB memory cgroup: its peak is the memory, not the mapped pages' RSS.
+    in_cgroup = ivfpq_row(0.97, 12.5) | {"search_cgroup_peak_gib": 3.6}
+    check = scale.targets([], [in_cgroup])[3]
+    assert (check["met"], check["measured"][:21]) == (True, "0.970 within 3.60 GiB")
     skipped = {"kind": "ivfpq", "vectors": AT, "skipped": "not built"}
     assert scale.targets([], [skipped])[3]["met"] is None
 
