@@ -14,9 +14,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from noterag.errors import ConfigError
+
+if TYPE_CHECKING:
+    from .faiss_index import IndexSettings
 
 MEASURED = Path(__file__).resolve().parents[1] / "noterag" / "data" / "scale_measured.json"
 KINDS = ("bm25", "flat", "ivfpq", "hnsw")
@@ -53,12 +56,15 @@ def estimate(
     *,
     measured: dict[str, list[dict[str, Any]]] | None = None,
     dim: int = 768,
+    settings: IndexSettings | None = None,
 ) -> Estimate:
     """Expected build seconds, peak memory (GiB) and disk (GiB) for ``passages`` of ``kind``.
 
     BM25 figures come from the measured rows. For the FAISS kinds the time does too, while
     memory and disk follow from the index layout at ``dim`` (a small measured index is
-    dominated by fixed costs, which do not scale): see ``dense_sizes``."""
+    dominated by fixed costs, which do not scale): see ``dense_sizes``. For IVF-PQ, whose
+    k-means training depends on its settings more than on the corpus, the measured training is
+    scaled to ``settings`` (default: the defaults): see ``ivfpq_training``."""
     if kind not in KINDS:
         raise ConfigError(f"unknown index kind {kind!r} (known: {', '.join(KINDS)})")
     if passages < 1:
@@ -66,26 +72,75 @@ def estimate(
     rows = (measured if measured is not None else load_measured()).get(kind) or []
     if not rows:
         raise ConfigError(f"no measured figures for {kind!r} indexes yet (run bench/scale_*.py)")
+    values = {key: interpolate(passages, rows, key) for key in ("build_s", "peak_gib", "disk_gib")}
     if len(rows) == 1:
-        only = rows[0]
-        scale = passages / only["passages"]
-        values = {key: only[key] * scale for key in ("build_s", "peak_gib", "disk_gib")}
-        basis = f"proportional to the one measured size ({only['passages']:,})"
+        basis = f"proportional to the one measured size ({rows[0]['passages']:,})"
     else:
-        # The segment holding ``passages``; beyond either end, the nearest one (extended).
-        i = sum(1 for r in rows if r["passages"] <= passages) - 1
-        lo, hi = rows[min(max(i, 0), len(rows) - 2)], rows[min(max(i, 0), len(rows) - 2) + 1]
-        t = (passages - lo["passages"]) / (hi["passages"] - lo["passages"])
-        values = {
-            key: max(0.0, lo[key] + t * (hi[key] - lo[key]))
-            for key in ("build_s", "peak_gib", "disk_gib")
-        }
+        lo, hi = segment(passages, rows)
         where = "extrapolated from" if passages > rows[-1]["passages"] else "between"
         basis = f"{where} measured {lo['passages']:,} and {hi['passages']:,}"
+    if kind == "ivfpq" and all("train_s" in r and "settings" in r for r in rows):
+        # The measured builds without their training, plus the training these settings need.
+        training_s, note = ivfpq_training(passages, rows, settings, dim)
+        values["build_s"] = interpolate(passages, rows, "add_s") + training_s
+        basis += note
     if kind != "bm25":
         values["peak_gib"], values["disk_gib"] = dense_sizes(passages, kind, dim)
         basis += f"; memory and disk from the {kind} layout at {dim}-d"
     return Estimate(kind=kind, passages=passages, basis=basis, **values)
+
+
+def segment(passages: int, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two measured rows around ``passages``; beyond either end, the nearest two."""
+    i = min(max(sum(1 for r in rows if r["passages"] <= passages) - 1, 0), len(rows) - 2)
+    return rows[i], rows[i + 1]
+
+
+def interpolate(passages: int, rows: list[dict[str, Any]], key: str) -> float:
+    """``key`` at ``passages``: proportional to a single measured row, else linear between the
+    two around it (extended beyond them), never below 0. ``add_s``: ``build_s`` - ``train_s``."""
+
+    def value(row: dict[str, Any]) -> float:
+        return float(row["build_s"] - row["train_s"] if key == "add_s" else row[key])
+
+    if len(rows) == 1:
+        return value(rows[0]) * passages / rows[0]["passages"]
+    lo, hi = segment(passages, rows)
+    t = (passages - lo["passages"]) / (hi["passages"] - lo["passages"])
+    return max(0.0, value(lo) + t * (value(hi) - value(lo)))
+
+
+def training_work(settings: IndexSettings, passages: int, dim: int) -> tuple[IndexSettings, int]:
+    """The settings resolved for ``passages``, and their k-means work: training vectors x lists
+    x the dimension clustered (after ``reduce``): what FAISS's k-means costs per iteration."""
+    resolved = settings.resolved(passages, dim)
+    assert resolved.train_size is not None and resolved.nlist is not None
+    return resolved, resolved.train_size * resolved.nlist * (resolved.reduce or dim)
+
+
+def ivfpq_training(
+    passages: int, rows: list[dict[str, Any]], settings: IndexSettings | None, dim: int
+) -> tuple[float, str]:
+    """Seconds of k-means training for ``settings`` at ``passages``, scaled from the largest
+    measured build by the k-means work, and a note saying so. Settings the build would refuse
+    for this size raise its ``ConfigError``."""
+    from .faiss_index import IndexSettings
+
+    wanted = settings if settings is not None else IndexSettings(kind="ivfpq")
+    basis_row = rows[-1]
+    _, measured_work = training_work(
+        IndexSettings.parse(basis_row["settings"]), basis_row["passages"], basis_row.get("dim", dim)
+    )
+    resolved, work = training_work(wanted, passages, dim)  # settings the build would refuse raise
+    seconds = basis_row["train_s"] * work / measured_work
+    if work == measured_work:
+        return seconds, ""
+    return seconds, (
+        f"; k-means training {seconds / 60:,.0f} min for nlist={resolved.nlist} over "
+        f"{resolved.train_size:,} vectors of {resolved.reduce or dim} dimensions, scaled from "
+        f"{basis_row['train_s']:.0f} s measured for {basis_row['settings']} "
+        f"(x{work / measured_work:,.0f} the work); adding as measured for those"
+    )
 
 
 def dense_sizes(passages: int, kind: str, dim: int) -> tuple[float, float]:

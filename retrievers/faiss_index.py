@@ -133,6 +133,16 @@ class IndexSettings:
     def as_manifest(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
 
+    def as_spec(self) -> str:
+        """These settings as ``parse`` reads them (``kind:name=value,...``), defaults left out."""
+        default = IndexSettings(kind=self.kind)
+        items = [
+            f"{name}={value}"
+            for name, value in asdict(self).items()
+            if name != "kind" and value is not None and value != getattr(default, name)
+        ]
+        return self.kind + (":" + ",".join(items) if items else "")
+
     @classmethod
     def parse(cls, text: str) -> IndexSettings:
         """``kind`` or ``kind:name=value,...`` (the CLI's ``--dense-index``), checked."""

@@ -562,3 +562,63 @@ def test_dry_run_states_the_cost_and_builds_nothing(tmp_path: Path) -> None:
         r"bm25 index of 50 passages: build about \d+ min, peak memory about", result.stderr
     )
     assert not (tmp_path / "o").exists()
+
+
+MEASURED_IVFPQ = {
+    "ivfpq": [
+        {
+            "passages": 1_000_000,
+            "build_s": 30.0,
+            "train_s": 10.0,
+            "settings": "ivfpq:nlist=1024,reduce=128,pq_m=32,refine=SQ8",
+            "dim": 768,
+            "peak_gib": 1.0,
+            "disk_gib": 1.0,
+        }
+    ]
+}
+
+
+def test_settings_read_back_from_their_spec() -> None:
+    for spec in ("auto", "hnsw:hnsw_m=16", "ivfpq:nlist=1024,pq_m=32,train_size=65536,reduce=128"):
+        assert IndexSettings.parse(spec).as_spec() == spec
+    resolved = IndexSettings(kind="ivfpq", reduce=128).resolved(1_000_000, 768)
+    assert IndexSettings.parse(resolved.as_spec()) == resolved
+
+
+def test_ivfpq_estimate_scales_the_training_to_the_settings_asked_for() -> None:
+    measured = IndexSettings.parse("ivfpq:nlist=1024,reduce=128,pq_m=32,refine=SQ8")
+    # The measured settings at 21M: the same training (65,536 vectors), adding scaled up.
+    same = estimate(21_015_324, "ivfpq", measured=MEASURED_IVFPQ, settings=measured)
+    assert same.build_s == pytest.approx(20.0 * 21.015324 + 10.0)
+    assert "k-means" not in same.basis
+    # The defaults at 21M: 16,384 lists trained on 1,048,576 vectors of all 768 dimensions,
+    # 1,536 times the measured work (65,536 x 1,024 lists x 128 dimensions).
+    default = estimate(21_015_324, "ivfpq", measured=MEASURED_IVFPQ)
+    assert default.build_s == pytest.approx(20.0 * 21.015324 + 10.0 * 1536)
+    assert (
+        "; k-means training 256 min for nlist=16384 over 1,048,576 vectors of 768 dimensions, "
+        "scaled from 10 s measured for ivfpq:nlist=1024,reduce=128,pq_m=32,refine=SQ8 "
+        "(x1,536 the work); adding as measured for those" in default.basis
+    )
+    # Rows without their training time (older measurements): the build time as measured.
+    plain = {"ivfpq": [{k: v for k, v in MEASURED_IVFPQ["ivfpq"][0].items() if k != "train_s"}]}
+    assert estimate(21_015_324, "ivfpq", measured=plain).build_s == pytest.approx(30 * 21.015324)
+    # Settings the build would refuse at this size: its error, not a figure.
+    with pytest.raises(ConfigError, match="needs at least 39,936 vectors to train"):
+        estimate(5_000, "ivfpq", measured=MEASURED_IVFPQ, settings=measured)
+
+
+def test_dry_run_takes_the_dense_index_settings(tmp_path: Path) -> None:
+    corpus = write_jsonl(tmp_path / "c.jsonl", passages(50))
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["index", str(corpus), "--dry-run", "--dense", "--dense-index", "hnsw:hnsw_m=16"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.startswith("hnsw index of 50 passages: build about ")
+    result = runner.invoke(
+        app, ["index", str(corpus), "--dry-run", "--dense", "--dense-index", "ivfpq:nlist=x"]
+    )
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: dense index setting nlist must be a number, got 'x'"

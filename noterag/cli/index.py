@@ -257,11 +257,16 @@ def _print_estimate(console: Console, corpus: Path, kind: str) -> None:
         passages, approximate = count_passages(corpus)
     except OSError as exc:
         raise ConfigError(f"cannot read the corpus {corpus}: {exc.strerror or exc}") from None
-    if kind == "auto":
-        from noterag.retrievers.faiss_index import AUTO_FLAT_MAX
+    settings = None
+    if kind != "bm25":  # --dense-index: a kind, and maybe settings after a colon
+        from noterag.retrievers.faiss_index import AUTO_FLAT_MAX, IndexSettings
 
-        kind = "flat" if passages < AUTO_FLAT_MAX else "ivfpq"
-    guess = estimate(passages, kind)
+        settings = IndexSettings.parse(kind)
+        kind = settings.kind
+        if kind == "auto":
+            kind = "flat" if passages < AUTO_FLAT_MAX else "ivfpq"
+            settings = None if kind == "flat" else IndexSettings(kind=kind)
+    guess = estimate(passages, kind, settings=settings)
     about = "about " if approximate else ""
     dense_note = " plus embedding time (the model's rate)" if kind != "bm25" else ""
     console.print(
