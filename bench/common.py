@@ -80,9 +80,9 @@ def publish_estimates(kind: str, rows: Sequence[dict[str, Any]]) -> Path:
     data = json.loads(MEASURED.read_text()) if MEASURED.is_file() else {}
     merged = {r["passages"]: r for r in data.get(kind, [])}
     for row in rows:
-        merged[row["passages"]] = {
-            key: row[key] for key in ("passages", "build_s", "peak_gib", "disk_gib")
-        }
+        # IVF-PQ adds its training time and settings, from which other settings' are scaled.
+        keys = ("passages", "build_s", "peak_gib", "disk_gib", "train_s", "dim", "settings")
+        merged[row["passages"]] = {key: row[key] for key in keys if key in row}
     data[kind] = [merged[n] for n in sorted(merged)]
     MEASURED.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return MEASURED
