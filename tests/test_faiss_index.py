@@ -622,3 +622,13 @@ def test_dry_run_takes_the_dense_index_settings(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert result.stderr.strip() == "error: dense index setting nlist must be a number, got 'x'"
+    # auto picks flat for 50 passages; for ivfpq, nlist=4096 is refused as the build would.
+    result = runner.invoke(
+        app, ["index", str(corpus), "--dry-run", "--dense", "--dense-index", "auto:nlist=4096"]
+    )
+    assert result.exit_code == 0 and result.stderr.startswith("flat index of 50 passages")
+    result = runner.invoke(
+        app, ["index", str(corpus), "--dry-run", "--dense", "--dense-index", "ivfpq:nlist=4096"]
+    )
+    assert result.exit_code == 1
+    assert "ivfpq with nlist=4096 needs at least 159,744 vectors to train" in result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -263,9 +264,9 @@ def _print_estimate(console: Console, corpus: Path, kind: str) -> None:
 
         settings = IndexSettings.parse(kind)
         kind = settings.kind
-        if kind == "auto":
+        if kind == "auto":  # what the build picks, keeping the settings given with it
             kind = "flat" if passages < AUTO_FLAT_MAX else "ivfpq"
-            settings = None if kind == "flat" else IndexSettings(kind=kind)
+            settings = replace(settings, kind=kind)
     guess = estimate(passages, kind, settings=settings)
     about = "about " if approximate else ""
     dense_note = " plus embedding time (the model's rate)" if kind != "bm25" else ""
