@@ -39,11 +39,21 @@ def replicas():
         server.shutdown()
 
 
+def _dead_urls(count: int = 1) -> list[str]:
+    """Ports nobody listens on, all different: each socket stays bound until every port is
+    picked (one at a time, the kernel may hand a just-closed port out again)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [f"http://127.0.0.1:{s.getsockname()[1]}/v1" for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def _dead_url() -> str:
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
+    return _dead_urls()[0]
 
 
 def test_requests_are_spread_over_the_replicas(replicas) -> None:
@@ -98,7 +108,7 @@ def test_a_replica_answering_5xx_is_left_out_until_it_recovers(replicas) -> None
 
 
 def test_every_replica_failing_is_the_clients_error(replicas) -> None:
-    llm = load_chat_model(f"openai:sim@{_dead_url()},{_dead_url()}", SETTINGS)
+    llm = load_chat_model(f"openai:sim@{','.join(_dead_urls(2))}", SETTINGS)
     with pytest.raises(Exception, match="onnect"):
         llm.invoke("hello")
 

@@ -190,9 +190,15 @@ def test_ctrl_c_stops_the_workers_and_a_plain_eval_resumes(cluster: str, tmp_pat
     server, url = start(model)
     run, questions = tmp_path / "run", _questions(tmp_path / "q.jsonl", 30)
     index = sample_index(tmp_path / "cache")
+    # A test runner started in the background (`&`) ignores SIGINT, and children inherit that
+    # (the CLI then leaves it ignored): restore Python's handler, then run `noterag` itself.
+    restore_then_run = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from noterag.cli import main; main()"
+    )
     command = [
-        NOTERAG, "eval", "-m", "deepnote", "-d", str(questions), "-o", str(run),
-        "-i", str(index), "--model", f"openai:sim@{url}", "--ray", cluster,
+        sys.executable, "-c", restore_then_run, "eval", "-m", "deepnote", "-d", str(questions),
+        "-o", str(run), "-i", str(index), "--model", f"openai:sim@{url}", "--ray", cluster,
         "--workers", "2", "-j", "2", "-q",
     ]  # fmt: skip
     try:
