@@ -40,8 +40,9 @@ cgroup of G GiB (page cache counted; cgroup v1 or v2, made under this process's 
 the index files are evicted from the page cache so that every page they read is charged to it:
 a search that completes fits in G, and the cgroup's peak (``search_cgroup_peak_gib``) is the
 memory it needed. The RSS alone cannot say: a mapped file's pages stay resident while the
-machine has memory to spare (on a quiet 24 GiB machine, 12.5 GiB of the 16 GB refine file); its latencies the p50/p95 (wall clock, and CPU time of the searching
-thread: on a shared machine the first measures the scheduler too). Recall@k = |approx top-k &
+machine has memory to spare (on a quiet 24 GiB machine, 12.5 GiB of the 16 GB refine file).
+Its latencies are the p50/p95 (wall clock, and CPU time of the searching thread: on a shared
+machine the first measures the scheduler too). Recall@k = |approx top-k &
 exact top-k| / k, averaged over queries. Flat is measured as an index up to ``--flat-max``
 vectors; HNSW up to ``--hnsw-max`` (it holds every vector plus its graph in RAM).
 
@@ -280,25 +281,32 @@ def memory_cgroup(limit_bytes: int) -> Path | None:
     """A fresh memory cgroup under this process's own, limited to ``limit_bytes`` (page cache
     included), or None where the machine offers none this user may create (v1's memory
     hierarchy, else v2's)."""
-    candidates = []
+    candidates = []  # (parent cgroup, the limit file its children get)
     for line in Path("/proc/self/cgroup").read_text().splitlines():
         _, controllers, where = line.split(":", 2)
         if "memory" in controllers.split(","):
-            candidates.append((Path("/sys/fs/cgroup/memory") / where.lstrip("/"), "v1"))
+            candidates.append(
+                (Path("/sys/fs/cgroup/memory", where.lstrip("/")), "memory.limit_in_bytes")
+            )
         elif controllers == "":
-            candidates.append((Path("/sys/fs/cgroup") / where.lstrip("/"), "v2"))
-    for parent, version in candidates:
-        limit_file = "memory.limit_in_bytes" if version == "v1" else "memory.max"
+            # v2 mounted alone, or beside v1 (a hybrid mount puts it in unified/)
+            for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
+                candidates.append((root / where.lstrip("/"), "memory.max"))
+    for parent, limit_file in candidates:
         group = parent / f"scale-dense-{os.getpid()}-{time.monotonic_ns()}"
         try:
             group.mkdir()
         except OSError:
             continue
         try:
-            (group / limit_file).write_text(str(limit_bytes))
-            return group
+            # The kernel fills a new cgroup with its control files; a plain directory (the tmpfs
+            # under a hybrid mount, a v2 parent not delegating memory) has none, and limits nothing.
+            if (group / limit_file).is_file():
+                (group / limit_file).write_text(str(limit_bytes))
+                return group
         except OSError:
-            group.rmdir()
+            pass
+        group.rmdir()
     return None
 
 
