@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +74,10 @@ def estimate(
     rows = (measured if measured is not None else load_measured()).get(kind) or []
     if not rows:
         raise ConfigError(f"no measured figures for {kind!r} indexes yet (run bench/scale_*.py)")
-    values = {key: interpolate(passages, rows, key) for key in ("build_s", "peak_gib", "disk_gib")}
+    values = {
+        key: interpolate(passages, rows, itemgetter(key))
+        for key in ("build_s", "peak_gib", "disk_gib")
+    }
     if len(rows) == 1:
         basis = f"proportional to the one measured size ({rows[0]['passages']:,})"
     else:
@@ -82,7 +87,8 @@ def estimate(
     if kind == "ivfpq" and all("train_s" in r and "settings" in r for r in rows):
         # The measured builds without their training, plus the training these settings need.
         training_s, note = ivfpq_training(passages, rows, settings, dim)
-        values["build_s"] = interpolate(passages, rows, "add_s") + training_s
+        adding = interpolate(passages, rows, lambda row: row["build_s"] - row["train_s"])
+        values["build_s"] = adding + training_s
         basis += note
     if kind != "bm25":
         values["peak_gib"], values["disk_gib"] = dense_sizes(passages, kind, dim)
@@ -96,18 +102,16 @@ def segment(passages: int, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], 
     return rows[i], rows[i + 1]
 
 
-def interpolate(passages: int, rows: list[dict[str, Any]], key: str) -> float:
-    """``key`` at ``passages``: proportional to a single measured row, else linear between the
-    two around it (extended beyond them), never below 0. ``add_s``: ``build_s`` - ``train_s``."""
-
-    def value(row: dict[str, Any]) -> float:
-        return float(row["build_s"] - row["train_s"] if key == "add_s" else row[key])
-
+def interpolate(
+    passages: int, rows: list[dict[str, Any]], value: Callable[[dict[str, Any]], float]
+) -> float:
+    """``value`` of the measured rows at ``passages``: proportional to a single row, else linear
+    between the two around it (extended beyond them), never below 0."""
     if len(rows) == 1:
-        return value(rows[0]) * passages / rows[0]["passages"]
+        return float(value(rows[0])) * passages / rows[0]["passages"]
     lo, hi = segment(passages, rows)
     t = (passages - lo["passages"]) / (hi["passages"] - lo["passages"])
-    return max(0.0, value(lo) + t * (value(hi) - value(lo)))
+    return max(0.0, float(value(lo) + t * (value(hi) - value(lo))))
 
 
 def training_work(settings: IndexSettings, passages: int, dim: int) -> tuple[IndexSettings, int]:
