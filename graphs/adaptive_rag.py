@@ -192,7 +192,6 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     graph.add_node(
         "stop_check",
         stop_check(adaptive_rag_stop, deps, go_on="ircot_retrieve", record=single_pass_record),
-        destinations=("ircot_retrieve", "answer"),
     )
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "classify")

@@ -83,9 +83,7 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     for step in loop:
         graph.add_node(step.__name__, node(step, deps))
     collect = Decision(amber_stop, go_on="refine_query")  # the adaptive information collector
-    graph.add_node(
-        "sufficiency", node(sufficiency, deps, then=collect), destinations=collect.destinations
-    )
+    graph.add_node("sufficiency", node(sufficiency, deps, then=collect))
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "chunk_filter")
     graph.add_edge("chunk_filter", "sentence_filter")

@@ -94,7 +94,12 @@ def wire_retries(graph: StateGraph[Any, Any, Any, Any]) -> None:
 def wire_decisions(graph: StateGraph[Any, Any, Any, Any], spec: MethodSpec) -> None:
     """The route of every step that decides (``noterag.decision.Decision``), as a conditional
     edge from it: LangGraph re-runs a node's edges when ``update_state`` writes as that node. A
-    step deciding by a rule the method does not declare (``MethodSpec.stops``) is refused."""
+    step deciding by a rule the method does not declare (``MethodSpec.stops``) is refused.
+
+    The edge is the step's one route to its destinations, and what Studio draws: a step that
+    also declares one of them as a ``Command`` destination (``add_node(destinations=...)``) is
+    refused, since LangGraph's drawer (``langgraph.pregel._draw``) then finds two edges to the
+    same node, one labelled None, and fails sorting them (``get_graph()`` raised TypeError)."""
     for name, node_spec in list(graph.nodes.items()):
         decision = decision_of(node_spec.runnable)
         if decision is not None:
@@ -105,7 +110,12 @@ def wire_decisions(graph: StateGraph[Any, Any, Any, Any], spec: MethodSpec) -> N
                     f"method does not declare; add it to its MethodSpec.stops (declared: "
                     f"{declared})"
                 )
-            graph.add_conditional_edges(name, decision.edge(), list(decision.destinations))
+            if twice := sorted(set(node_spec.ends or ()) & set(decision.destinations)):
+                raise MethodError(
+                    f"{spec.name}: step {name!r} routes to {', '.join(twice)} by its decision's "
+                    f"conditional edge; drop them from its add_node(destinations=...)"
+                )
+            graph.add_conditional_edges(name, decision.edge(), decision.routes)
 
 
 def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
@@ -133,7 +143,9 @@ def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> Non
     graph.nodes["answer"].runnable = StepRunnable(
         answer_then_review, aanswer_then_review, name=answer.name or "answer"
     )
-    graph.nodes["answer"].ends = ("review_answer",)
+    # END too: LangGraph's drawer sees a static edge to END only from a node with no other route
+    # (END is never written), so without it Studio would draw every answer going to the review
+    graph.nodes["answer"].ends = ("review_answer", END)
     graph.add_node("review_answer", cast(Any, node(review_answer, deps)))
     graph.add_edge("review_answer", END)
 

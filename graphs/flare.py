@@ -207,11 +207,7 @@ def after_retrieve(state: Mapping[str, Any]) -> str:
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     for step in (retrieve, look_ahead, regenerate, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node(
-        "stop_check",
-        stop_check(flare_stop, deps, go_on="look_ahead"),
-        destinations=("look_ahead", "answer"),
-    )
+    graph.add_node("stop_check", stop_check(flare_stop, deps, go_on="look_ahead"))
     graph.add_edge("question", "retrieve")
     graph.add_conditional_edges(
         "retrieve", on_loop(after_retrieve, trace=True), ["look_ahead", "regenerate"]

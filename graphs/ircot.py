@@ -181,11 +181,7 @@ class IRCoTState(IRCoTOutput, total=False):
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     for step in (retrieve, reason, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node(
-        "stop_check",
-        stop_check(ircot_stop, deps, go_on="retrieve"),
-        destinations=("retrieve", "answer"),
-    )
+    graph.add_node("stop_check", stop_check(ircot_stop, deps, go_on="retrieve"))
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "reason")
     graph.add_edge("reason", "stop_check")

@@ -100,11 +100,7 @@ class IterRetGenState(IterRetGenOutput, total=False):
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     for step in (retrieve, generate, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node(
-        "stop_check",
-        stop_check(iter_retgen_stop, deps, go_on="generate"),
-        destinations=("generate", "answer"),
-    )
+    graph.add_node("stop_check", stop_check(iter_retgen_stop, deps, go_on="generate"))
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "stop_check")
     graph.add_edge("generate", "retrieve")

@@ -53,12 +53,10 @@ def threshold_stop(state: Mapping[str, Any], ctx: Any, profile: Profile) -> str 
 
 def wire(graph: StateGraph, deps: Deps) -> None:
     decide = Decision(threshold_stop, go_on="refine_query")
-    graph.add_node(
-        "init_note", node(init_note, deps, then=decide), destinations=decide.destinations
-    )
+    graph.add_node("init_note", node(init_note, deps, then=decide))
     graph.add_node("refine_query", node(refine_query, deps))
     graph.add_node("accumulate", node(accumulate, deps))
-    graph.add_node("review", node(review, deps, then=decide), destinations=decide.destinations)
+    graph.add_node("review", node(review, deps, then=decide))
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "init_note")
     graph.add_edge("refine_query", "accumulate")

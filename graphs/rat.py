@@ -90,9 +90,7 @@ ROLES = ("draft", "query", "revise", "answer")
 def wire(graph: StateGraph, deps: Deps) -> None:
     for step in (draft, query, retrieve, revise, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node(
-        "stop_check", stop_check(rat_stop, deps, go_on="query"), destinations=("query", "answer")
-    )
+    graph.add_node("stop_check", stop_check(rat_stop, deps, go_on="query"))
     graph.add_edge("question", "draft")
     graph.add_edge("draft", "stop_check")
     graph.add_edge("query", "retrieve")

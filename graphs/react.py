@@ -103,11 +103,7 @@ ROLES = ("reason", "answer")
 def wire(graph: StateGraph, deps: Deps) -> None:
     for step in (reason, act, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node(
-        "stop_check",
-        stop_check(react_stop, deps, go_on="reason"),
-        destinations=("reason", "answer"),
-    )
+    graph.add_node("stop_check", stop_check(react_stop, deps, go_on="reason"))
     graph.add_edge("question", "reason")
     graph.add_edge("reason", "act")
     graph.add_edge("act", "stop_check")

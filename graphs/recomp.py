@@ -127,9 +127,7 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     graph.add_node("retrieve", node(retrieve, deps))
     graph.add_node("summarize", node(summarize, deps))
     graph.add_node("extract", cast(Any, extract(recomp_deps)))
-    graph.add_node(
-        "stop_check", stop_check(recomp_stop, deps, go_on="answer"), destinations=("answer",)
-    )
+    graph.add_node("stop_check", stop_check(recomp_stop, deps, go_on="answer"))
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "retrieve")
     # a plain function: LangGraph gives an edge's path the runtime (step.StepRunnable)

@@ -144,9 +144,7 @@ class REPLUGState(REPLUGOutput, total=False):
 
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     graph.add_node("retrieve", steps.retrieve(deps))
-    graph.add_node(
-        "stop_check", stop_check(single_pass, deps, go_on="answer"), destinations=("answer",)
-    )
+    graph.add_node("stop_check", stop_check(single_pass, deps, go_on="answer"))
     graph.add_node("answer", node(steps.answer, deps))
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "stop_check")

@@ -46,8 +46,8 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     stalled = Decision(resp_stalled, go_on="retrieve")
     for step in (retrieve, summarize, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node("judge", node(judge, deps, then=finished), destinations=finished.destinations)
-    graph.add_node("plan", node(plan, deps, then=stalled), destinations=stalled.destinations)
+    graph.add_node("judge", node(judge, deps, then=finished))
+    graph.add_node("plan", node(plan, deps, then=stalled))
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "summarize")
     graph.add_edge("summarize", "judge")

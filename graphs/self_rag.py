@@ -244,11 +244,7 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("predict_retrieve", node(predict_retrieve, deps))
     graph.add_node("retrieve", node(retrieve, deps))
     graph.add_node("generate", node(generate, deps))
-    graph.add_node(
-        "stop_check",
-        stop_check(self_rag_stop, deps, go_on="answer"),
-        destinations=("answer",),
-    )
+    graph.add_node("stop_check", stop_check(self_rag_stop, deps, go_on="answer"))
     graph.add_node("answer", node(predict, deps))
     graph.add_edge("question", "predict_retrieve")
     graph.add_conditional_edges(

@@ -46,9 +46,7 @@ def wiring(steps: Sequence[Callable[..., Any]]) -> Callable[[StateGraph, Deps], 
             graph.add_edge(previous, step.__name__)
             previous = step.__name__
         graph.add_node(
-            "stop_check",
-            stop_check(single_pass, deps, go_on="answer", record=single_pass_trace),
-            destinations=("answer",),
+            "stop_check", stop_check(single_pass, deps, go_on="answer", record=single_pass_trace)
         )
         graph.add_edge(previous, "stop_check")
         graph.add_node("answer", node(answer, deps))

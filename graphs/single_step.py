@@ -104,11 +104,7 @@ def wiring(step: Callable[..., Any]) -> Callable[[StateGraph, Deps], None]:
         name = step.__name__
         graph.add_node("retrieve", node(retrieve, deps))
         graph.add_node(name, node(step, deps))
-        graph.add_node(
-            "stop_check",
-            stop_check(single_pass, deps, go_on="answer"),
-            destinations=("answer",),
-        )
+        graph.add_node("stop_check", stop_check(single_pass, deps, go_on="answer"))
         graph.add_node("answer", node(answer, deps))
         graph.add_edge("question", "retrieve")
         graph.add_edge("retrieve", name)

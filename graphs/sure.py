@@ -138,11 +138,7 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("candidates", node(candidates, deps))
     graph.add_node("summarize", node(summarize, deps))
     graph.add_node("verify", node(verify, deps))
-    graph.add_node(
-        "stop_check",
-        stop_check(sure_stop, deps, go_on="summarize"),
-        destinations=("summarize", "answer"),
-    )
+    graph.add_node("stop_check", stop_check(sure_stop, deps, go_on="summarize"))
     graph.add_node("answer", node(predict, deps))
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "candidates")

@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from noterag.profiles import Profile
-from noterag.spec import Deps, StopRule
+from noterag.spec import Deps, MethodError, StopRule
 from noterag.step import deciding, on_loop, run_context
 
 
@@ -46,7 +46,8 @@ class Decision:
     The step that decides writes its update with ``stop_reason`` (``settle``); the route is a
     conditional edge on the state that update leads to (``next_step``: ``stop`` once a
     ``stop_reason`` is set), which ``graphs.assemble.build`` adds for every deciding node
-    (``decision_of``). An edge rather than a ``Command``: LangGraph re-runs a node's edges when
+    (``decision_of``), the node's one route (what Studio draws, the stop labelled with the
+    rule's name). An edge rather than a ``Command``: LangGraph re-runs a node's edges when
     ``update_state`` writes as that node, so "interrupt before answer, edit the state, continue"
     still reaches the answer; a ``Command``'s goto is lost there."""
 
@@ -55,9 +56,23 @@ class Decision:
     stop: str = "answer"
     record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
 
+    def __post_init__(self) -> None:
+        if self.rule.__name__ == self.go_on:  # the two routes' names would be one
+            raise MethodError(
+                f"a stop rule may not be named as the step it goes on to: {self.go_on!r}"
+            )
+
     @property
     def destinations(self) -> tuple[str, str]:
         return (self.go_on, self.stop)
+
+    @property
+    def routes(self) -> dict[str, str]:
+        """The conditional edge's path map, what ``next_step`` says -> the node it leads to.
+        Stopping is named by the rule (``threshold_stop``): LangGraph draws a route named
+        otherwise than its node with the name on the edge, so Studio shows which stop
+        condition leads to ``stop``; going on is named by its node (an edge with no label)."""
+        return {self.go_on: self.go_on, self.rule.__name__: self.stop}
 
     def settle(
         self,
@@ -75,8 +90,9 @@ class Decision:
         return dict(update or {})
 
     def next_step(self, state: Mapping[str, Any]) -> str:
-        """Where the graph goes after the deciding step (its conditional edge)."""
-        return self.stop if state.get("stop_reason") else self.go_on
+        """Where the graph goes after the deciding step (its conditional edge): the route to
+        ``stop`` once a ``stop_reason`` is set, else ``go_on`` (a key of ``routes``)."""
+        return self.rule.__name__ if state.get("stop_reason") else self.go_on
 
     def edge(self) -> Runnable:
         """``next_step`` as a conditional edge's path (computes only: runs on the loop). Its
@@ -98,7 +114,8 @@ def stop_check(
     record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
 ) -> Runnable:
     """The graph step that applies ``rule`` (a ``Decision``) where the algorithm box tests
-    it apart from any step. Wire it with ``destinations=(go_on, stop)``."""
+    it apart from any step. Add it as a plain node: ``graphs.assemble.build`` wires its route
+    (``wire_decisions``)."""
     decision = Decision(rule, go_on, stop, record)
 
     def decide(state: Mapping[str, Any], runtime: Runtime) -> dict[str, Any]:

@@ -284,8 +284,8 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
     """A graph node running ``step`` with ``deps`` bound, under invoke and ainvoke alike.
     ``then``: the step also decides where the graph goes, from the state its update leads to
     (one graph step, as the paper's step is one: DeepNote's adaptive retrieval decision both
-    reviews the note and decides whether to retrieve again); wire it with
-    ``destinations=then.destinations`` (``graphs.assemble.build`` adds its conditional edge). A step
+    reviews the note and decides whether to retrieve again); its route is the conditional edge
+    ``graphs.assemble.build`` adds (``wire_decisions``), declared nowhere else. A step
     may also return a ``Command`` (a human review going back to a step): the node's cost is
     added to its update."""
 
@@ -397,7 +397,8 @@ _DECISION = "noterag_decision"
 
 def deciding(runnable: Runnable, decision: Any) -> Runnable:
     """Mark ``runnable`` as a node that decides with ``decision`` (a ``noterag.decision.Decision``):
-    ``graphs.assemble.build`` wires its conditional edge."""
+    ``graphs.assemble.build`` wires its conditional edge, the node's one route to the decision's
+    destinations (so a node is added without ``destinations=``)."""
     object.__setattr__(runnable, _DECISION, decision)
     return runnable
 

@@ -326,11 +326,7 @@ def look_again(state: Any, ctx: Any, profile: Any) -> str | None:
 
 def deciding_wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("look", node(look, deps))
-    graph.add_node(
-        "stop_check",
-        stop_check(look_again, deps, go_on="look", stop=END),
-        destinations=("look", END),
-    )
+    graph.add_node("stop_check", stop_check(look_again, deps, go_on="look", stop=END))
     graph.add_edge("question", "look")
     graph.add_edge("look", "stop_check")
 

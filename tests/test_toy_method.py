@@ -96,9 +96,7 @@ def enough(state: Any, ctx: Any, profile: Any) -> str | None:
 
 def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("guess", node(guess, deps))
-    graph.add_node(
-        "stop_check", stop_check(enough, deps, go_on="guess"), destinations=("guess", "answer")
-    )
+    graph.add_node("stop_check", stop_check(enough, deps, go_on="guess"))
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "guess")
     graph.add_edge("guess", "stop_check")

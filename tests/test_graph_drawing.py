@@ -1,0 +1,150 @@
+"""Every registered method draws, as Studio asks for it: ``get_graph()`` (with and without
+``xray``), its Mermaid text, and the server's ``GET /assistants/{id}/graph`` (with ``?xray``).
+
+A contract over the registry (``noterag.METHODS``) and langgraph.json, so a new method is
+covered without a test of its own. The drawing must show the graph's real routes, read from
+the graph's builder independently of LangGraph's drawer: its static edges, each deciding step's
+conditional edge to both destinations (going on, and stopping, labelled with the stop rule's
+name), and the answer's two ways out (to its human review, or to the end). Before the routes
+of deciding steps had one mechanism (their conditional edge; they also declared the same
+targets as ``destinations``), the drawer failed sorting ``None`` against a label for every
+method, and the server answered 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.graph import END, START
+
+import noterag
+from noterag.graphs.assemble import build
+from noterag.methods import METHODS
+from noterag.spec import MethodError
+from noterag.step import decision_of
+
+REPO = Path(__file__).resolve().parent.parent
+SERVED = list(json.loads((REPO / "langgraph.json").read_text())["graphs"])
+
+
+def declared_routes(graph: Any) -> set[tuple[str, str]]:
+    """Every (source, target) the compiled ``graph`` may take, from its builder: static
+    edges, conditional edges' destinations, and ``Command`` destinations (a node's ``ends``)."""
+    builder = graph.builder
+    routes = set(builder.edges)
+    for source, branches in builder.branches.items():
+        for branch in branches.values():
+            assert branch.ends, f"{source}: a conditional edge with no declared destinations"
+            routes |= {(source, target) for target in branch.ends.values()}
+    for name, spec in builder.nodes.items():
+        routes |= {(name, target) for target in spec.ends or ()}
+    return routes
+
+
+def deciding_steps(graph: Any) -> dict[str, Any]:
+    """The graph's steps that decide (``noterag.decision.Decision``), by name."""
+    found = {
+        name: decision_of(spec.runnable)
+        for name, spec in graph.builder.nodes.items()
+        if decision_of(spec.runnable) is not None
+    }
+    return found
+
+
+def edges_of(drawn: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """A drawn graph's edges (``Graph.to_json()``, as the server sends it) by (source, target)."""
+    return {(edge["source"], edge["target"]): edge for edge in drawn["edges"]}
+
+
+def check_drawing(method: str, graph: Any, drawn: dict[str, Any]) -> None:
+    """``drawn`` (a ``to_json()`` graph) shows ``graph``'s nodes and all its routes, each
+    deciding step's two as conditional edges, the stop one labelled with its rule."""
+    nodes = {node["id"] for node in drawn["nodes"]}
+    assert nodes == set(graph.builder.nodes) | {START, END}, method
+    edges = edges_of(drawn)
+    missing = declared_routes(graph) - set(edges)
+    assert not missing, f"{method}: routes not drawn: {sorted(missing)}"
+    decisions = deciding_steps(graph)
+    assert decisions, f"{method}: no step decides when to stop"
+    for name, decision in decisions.items():
+        for target in decision.destinations:
+            assert edges[name, target].get("conditional"), f"{method}: {name} -> {target}"
+        if decision.go_on != decision.stop:
+            assert edges[name, decision.stop].get("data") == decision.rule.__name__, method
+            assert "data" not in edges[name, decision.go_on], method
+    if "review_answer" in graph.builder.nodes:  # the answer's review (graphs.assemble)
+        assert edges["answer", "review_answer"].get("conditional"), method
+        assert edges["answer", END].get("conditional"), method
+        assert ("review_answer", END) in edges, method
+    # every node is reached from the start and reaches the end, along drawn edges
+    for start, forward in ((START, True), (END, False)):
+        seen, todo = {start}, [start]
+        while todo:
+            here = todo.pop()
+            for source, target in edges:
+                step = target if forward and source == here else None
+                step = source if not forward and target == here else step
+                if step is not None and step not in seen:
+                    seen.add(step)
+                    todo.append(step)
+        assert seen == nodes, f"{method}: not connected to {start}: {sorted(nodes - seen)}"
+
+
+@pytest.mark.parametrize("method", noterag.METHODS)
+def test_every_method_draws_its_real_routes(method: str) -> None:
+    graph = noterag.build_graph(method)
+    for xray in (False, True):
+        drawn = graph.get_graph(xray=xray)
+        check_drawing(method, graph, drawn.to_json())
+        assert asyncio.run(graph.aget_graph(xray=xray)).to_json() == drawn.to_json()
+        mermaid = drawn.draw_mermaid()
+        for name, decision in deciding_steps(graph).items():
+            if decision.go_on != decision.stop:
+                rule = decision.rule.__name__
+                assert f"\t{name} -. &nbsp;{rule}&nbsp; .-> {decision.stop};" in mermaid
+                assert f"\t{name} -.-> {decision.go_on};" in mermaid
+
+
+def test_a_deciding_step_declaring_its_destinations_again_is_refused() -> None:
+    """Its conditional edge is its one route: declaring the same targets as ``destinations``
+    (what broke every drawing) is a clear error when the graph is built."""
+    spec = METHODS["ircot"]
+
+    def wire_twice(graph: Any, deps: Any) -> None:
+        spec.wire(graph, deps)
+        graph.nodes["stop_check"].ends = ("retrieve", "answer")
+
+    with pytest.raises(MethodError, match=r"ircot: step 'stop_check' routes to answer, retrieve"):
+        build(replace(spec, wire=wire_twice))
+
+
+# --------------------------------------------------------------------------- through the server
+
+
+def test_langgraph_json_serves_every_registered_method() -> None:
+    assert sorted(SERVED) == sorted(noterag.METHODS)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("graph_id", SERVED)
+def test_the_server_draws_every_method(server: str, graph_id: str) -> None:
+    """What Studio's graph pane asks for: ``GET /assistants/{id}/graph``, and with ``xray``."""
+    import httpx
+
+    found = httpx.post(
+        f"{server}/assistants/search", json={"graph_id": graph_id}, timeout=60
+    ).json()
+    assert found, f"no assistant for graph {graph_id!r}"
+    assistant = found[0]["assistant_id"]
+    graph = noterag.build_graph(graph_id)
+    for query in ("", "?xray=true"):
+        response = httpx.get(f"{server}/assistants/{assistant}/graph{query}", timeout=120)
+        assert response.status_code == 200, f"{graph_id}{query}: {response.text[:500]}"
+        drawn = response.json()
+        check_drawing(graph_id, graph, drawn)
+        assert edges_of(drawn) == edges_of(graph.get_graph().to_json()), graph_id
