@@ -40,6 +40,7 @@ from noterag.cli.trace import ForceOption, write_trace
 from noterag.context import check_question_size
 from noterag.errors import ConfigError, NoteragError
 from noterag.methods import METHODS
+from noterag.redact import redact
 from noterag.spec import MethodSpec
 from noterag.terminal import printable, terminal_safe_json
 
@@ -188,6 +189,8 @@ def ask_command(
     with user_errors(guard):
         if not question.strip():
             raise ConfigError("the question is empty")
+        _check_utf8(question, "the question")
+        _check_utf8(thread or "", "the --thread value")
         check_question_size(question.strip())
         spec = METHODS[method]  # the one lookup: everything below takes the spec
         context = {
@@ -227,7 +230,14 @@ def ask_command(
 
         # Open the index before starting a model, so a bad index fails in a blink.
         retriever = load_retriever(retriever_spec(index, console))
-        with guard.owned():
+        import uuid
+
+        from noterag.persistence import hold_thread
+
+        thread = thread or uuid.uuid4().hex
+        # one run a thread at a time (two would each write a turn over the other's), held
+        # before a model starts: a busy thread is refused in a blink, naming its holder
+        with hold_thread(checkpoint, thread), guard.owned():
             import noterag
 
             chat_model = load_model(
@@ -250,6 +260,15 @@ def ask_command(
         )
 
 
+def _check_utf8(text: str, what: str) -> None:
+    """Refuse undecodable bytes of the command line (Python keeps them as lone surrogates,
+    which no file, database or model request can take)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"{what} is not valid UTF-8 (undecodable bytes)") from None
+
+
 def load_model(spec: str | None, console: Console, settings: Any = None, check: bool = True) -> Any:
     """The chat model for ``--model`` (else ``$NOTERAG_MODEL``, else local), its endpoint
     checked unless ``check`` is False (``--skip-model-check``), with a spinner while the local
@@ -259,7 +278,8 @@ def load_model(spec: str | None, console: Console, settings: Any = None, check: 
     spec = (spec if spec is not None else os.environ.get("NOTERAG_MODEL", "local")).strip()
     if not spec:
         raise ConfigError("the --model value is empty")
-    label = "starting the local model…" if spec == "local" else f"connecting to {spec}…"
+    # a spec's URL may carry credentials: the spinner shows it redacted, as every line does
+    label = "starting the local model…" if spec == "local" else f"connecting to {redact(spec)}…"
     with status(console, printable(label)):
         chat_model = models.load_chat_model(spec, settings)
         if check:
