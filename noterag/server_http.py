@@ -228,6 +228,7 @@ class RequestGuard:
                     continue
                 if runs:
                     check_input(item.get("input"))
+                    _check_resume(item.get("command"))
                     if self.policy.cancel_on_disconnect and _WAITS.search(path):
                         changed |= item.get("on_disconnect") != "cancel"
                         item["on_disconnect"] = "cancel"
@@ -235,6 +236,16 @@ class RequestGuard:
         except ConfigError as error:
             raise _Refused(422, str(error)) from None
         return json.dumps(payload).encode() if changed else body
+
+
+def _check_resume(command: Any) -> None:
+    """A run's ``command.resume`` (a human review's decision, ``nodes.human``): refused here
+    when no review would understand it (null included, which LangGraph itself fails on), so a
+    malformed or oversized decision is never stored with the thread."""
+    if isinstance(command, dict) and "resume" in command:
+        from noterag.nodes.human import check_resume
+
+        check_resume(command["resume"])
 
 
 def _check_settings(item: dict[str, Any], policy: ServerPolicy) -> None:

@@ -1,6 +1,8 @@
 """The app-facing features of issue 23 against `langgraph dev` through the Python SDK, as Agent
-Chat UI and Studio use them: the human review's interrupts resumed with approve / edit / more
-retrieval (the edited note reaches the answer prompt), "interrupt before answer, update the
+Chat UI and Studio use them: the human review's HITL requests (LangChain v1's, issue 32) resumed
+with decisions: approve / edit / reject with a message (more retrieval; the edited note reaches
+the answer prompt), the older HumanResponse still understood, a malformed or null resume refused
+with HTTP 422 while the thread stays paused (issue 33), "interrupt before answer, update the
 state, continue", and a follow-up question rewritten from the thread's conversation.
 
 The model is bench/sim_endpoint.py's simulated OpenAI-compatible endpoint in this process
@@ -63,6 +65,7 @@ def calls_of(model: HoldingModel, run: Any) -> Calls:
 
 
 def interrupts(client: Any, thread: str) -> list[Any]:
+    """The values of the interrupts the thread waits on."""
     state = client.threads.get_state(thread)
     return [i["value"] for task in state["tasks"] for i in task.get("interrupts", [])]
 
@@ -81,10 +84,14 @@ def paused_at_the_note(client: Any, model: HoldingModel) -> str:
         lambda: client.runs.wait(thread, "deepnote", input={"question": QUESTION}, context=REVIEW),
     )
     assert done == ONE_STEP - Counter(answer=1), done.requests()  # paused before the answer's call
-    [[request]] = interrupts(client, thread)
-    assert request["action_request"]["action"] == "review_note"
+    [request] = interrupts(client, thread)
+    [action] = request["action_requests"]
+    assert action["name"] == "review_note"
+    assert request["review_configs"] == [
+        {"action_name": "review_note", "allowed_decisions": ["approve", "edit", "reject"]}
+    ]
     values = client.threads.get_state(thread)["values"]
-    assert request["action_request"]["args"]["note"] == values["best_note"]
+    assert action["args"]["note"] == values["best_note"]
     assert client.threads.get_state(thread)["next"]
     return thread
 
@@ -93,11 +100,16 @@ def resume(client: Any, thread: str, response: Any) -> dict[str, Any]:
     return client.runs.wait(thread, "deepnote", command={"resume": response}, context=REVIEW)
 
 
-def test_accept_at_the_note_answers_without_repeating_a_call(served: Any) -> None:
+@pytest.mark.parametrize(
+    "decision",
+    [{"decisions": [{"type": "approve"}]}, [{"type": "accept", "args": None}]],
+    ids=["approve", "HumanResponse accept"],
+)
+def test_approve_at_the_note_answers_without_repeating_a_call(served: Any, decision: Any) -> None:
     client, model = served
     thread = paused_at_the_note(client, model)
     out: dict[str, Any] = {}
-    done = calls_of(model, lambda: out.update(resume(client, thread, {"type": "accept"})))
+    done = calls_of(model, lambda: out.update(resume(client, thread, decision)))
     assert done == Counter(answer=1), done.requests()
     assert out["answer"] and not interrupts(client, thread)
 
@@ -105,29 +117,71 @@ def test_accept_at_the_note_answers_without_repeating_a_call(served: Any) -> Non
 def test_an_edited_note_is_what_the_answer_prompt_reads(served: Any) -> None:
     client, model = served
     thread = paused_at_the_note(client, model)
-    edit = {"type": "edit", "args": {"action": "review_note", "args": {"note": EDITED}}}
+    edited = {"name": "review_note", "args": {"note": EDITED, "passages": [], "verdicts": []}}
+    edit = {"decisions": [{"type": "edit", "edited_action": edited}]}
     out: dict[str, Any] = {}
-    done = calls_of(model, lambda: out.update(resume(client, thread, [edit])))  # as a list too
+    done = calls_of(model, lambda: out.update(resume(client, thread, edit)))
     assert done == Counter(answer=1), done.requests()
     assert EDITED in answer_prompts(model)[-1]
     assert out["best_note"] == EDITED and out["answer"]
 
 
-def test_a_response_retrieves_more_and_asks_again(served: Any) -> None:
+def test_a_reject_retrieves_more_with_its_message_and_asks_again(served: Any) -> None:
     client, model = served
     thread = paused_at_the_note(client, model)
     query = "Aurelio Fenwick birth year"
-    done = calls_of(model, lambda: resume(client, thread, {"type": "response", "args": query}))
+    reject = {"decisions": [{"type": "reject", "message": query}]}
+    done = calls_of(model, lambda: resume(client, thread, reject))
     # the method's accumulation with the passages the reviewer's query found, then the human
     # review again, of the note it wrote
     assert done == Counter(accumulate=1), done.requests()
-    [[request]] = interrupts(client, thread)
-    assert request["action_request"]["action"] == "review_note"
+    [request] = interrupts(client, thread)
+    [action] = request["action_requests"]
+    assert action["name"] == "review_note"
     values = client.threads.get_state(thread)["values"]
-    assert request["action_request"]["args"]["note"] == values["best_note"]
+    assert action["args"]["note"] == values["best_note"]
     assert query in values["query_log"]
     out: dict[str, Any] = {}
     done = calls_of(model, lambda: out.update(resume(client, thread, {"type": "ignore"})))
+    assert done == Counter(answer=1), done.requests()
+    assert out["answer"]
+
+
+@pytest.mark.parametrize(
+    ("decision", "says"),
+    [
+        (None, "resume a review with {'decisions': [{'type': 'approve'}]}"),
+        ({"decisions": [{"type": "maybe"}]}, "resume a review with"),
+        ({"decisions": [{"type": "reject"}]}, "a reject needs a message"),
+        (
+            {"decisions": [{"type": "edit", "edited_action": {"name": "review_note", "args": {"note": "x" * 20_001}}}]},
+            "the edited note is 20,001 characters long; at most 20,000 are accepted",
+        ),
+        ({"decisions": [{"type": "reject", "message": "q" * 8_001}]}, "at most 8,000 are accepted"),
+    ],
+    ids=["null", "unknown type", "reject without a message", "edit too long", "query too long"],
+)  # fmt: skip
+def test_a_malformed_resume_is_refused_and_the_review_still_waits(
+    served: Any, decision: Any, says: str
+) -> None:
+    client, model = served
+    thread = paused_at_the_note(client, model)
+    before = client.threads.get_state(thread)
+    stages = Counter(model.stages)
+    # the request as sent over HTTP (the SDK leaves out a null resume)
+    run = {"assistant_id": "deepnote", "command": {"resume": decision}, "context": REVIEW}
+    refused = client.http.client.post(f"/threads/{thread}/runs/wait", json=run)
+    assert refused.status_code == 422, refused.text
+    assert says in refused.json()["detail"]
+    assert Counter(model.stages) == stages  # no call
+    after = client.threads.get_state(thread)
+    # nothing stored: the same checkpoint, the same pending review
+    assert after["checkpoint"] == before["checkpoint"]
+    assert interrupts(client, thread) == [t["interrupts"][0]["value"] for t in before["tasks"]]
+    out: dict[str, Any] = {}
+    done = calls_of(
+        model, lambda: out.update(resume(client, thread, {"decisions": [{"type": "approve"}]}))
+    )
     assert done == Counter(answer=1), done.requests()
     assert out["answer"]
 
