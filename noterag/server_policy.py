@@ -12,9 +12,13 @@ top of that the operator decides, with environment variables read when the serve
 - ``NOTERAG_ALLOW_CLIENT_SAMPLING=1``: clients may set the sampling and length settings
   (temperature, top_p, max_tokens, max_passage_chars: the fields declared ``client="sampling"``).
   Off by default: the operator's (or the model's) values hold.
-- ``NOTERAG_SERVER_MODELS`` / ``NOTERAG_SERVER_INDEXES``: comma-separated model and retriever
-  specs an assistant (or a run) may choose with the configurable keys ``model`` and ``index``;
-  without them, every run uses ``NOTERAG_MODEL`` and ``NOTERAG_INDEX``.
+- ``NOTERAG_SERVER_MODELS`` / ``NOTERAG_SERVER_INDEXES``: the models and retrievers an
+  assistant (or a run) may choose with the configurable keys ``model`` and ``index``, each
+  offered under a name the operator gives, ``name=spec,name=spec`` (a spec may hold commas:
+  replicas, a hybrid list). Clients send and see the names only, never a spec, whose URL may
+  carry the operator's credentials. An entry without ``name=`` (the older form) is named by
+  its spec with the credentials redacted (``noterag.redact``). Without them, every run uses
+  ``NOTERAG_MODEL`` and ``NOTERAG_INDEX``.
 - ``NOTERAG_CORS_ORIGINS``: comma-separated origins whose pages may use the server besides
   the ones langgraph.json's ``http.cors`` allows (local pages, LangSmith Studio); e.g.
   ``https://agentchat.vercel.app`` for the hosted Agent Chat UI.
@@ -32,7 +36,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from noterag.context import (
@@ -42,8 +46,9 @@ from noterag.context import (
     resolve_context,
 )
 from noterag.errors import ConfigError
+from noterag.redact import redact
 
-__all__ = ["RunSettings", "ServerPolicy", "check_input", "check_run_settings"]
+__all__ = ["RunSettings", "ServerPolicy", "check_input", "check_run_settings", "offers"]
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 
@@ -74,15 +79,53 @@ def _specs(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
 
 
+# An offered model's or index's name: what clients send and see. No ":" or "/": never a spec.
+_NAMED = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]{0,63})=(?P<spec>\S.*)$", re.DOTALL)
+
+
+def _entries(env: Mapping[str, str], variable: str) -> tuple[str, ...]:
+    """The entries of ``NOTERAG_SERVER_MODELS`` / ``_INDEXES`` as written: ``name=spec`` each
+    (a part without ``name=`` after a named one continues its spec: the comma was the spec's,
+    as in ``openai:m@http://h1/v1,http://h2/v1``), or bare specs; checked by ``offers``."""
+    entries: list[str] = []
+    for part in _specs(env, variable):
+        if entries and _NAMED.match(entries[0]) and not _NAMED.match(part):
+            entries[-1] = f"{entries[-1]},{part}"
+        else:
+            entries.append(part)
+    offers(tuple(entries), variable)
+    return tuple(entries)
+
+
+def offers(entries: tuple[str, ...], variable: str) -> dict[str, str]:
+    """The operator's offer: each name a client may choose, and the spec it stands for. An
+    entry ``name=spec`` is named; a bare spec (the older form) is named by itself with its
+    credentials redacted, so no name shows a password or key the redaction knows."""
+    found: dict[str, str] = {}
+    named = [bool(_NAMED.match(entry)) for entry in entries]
+    if any(named) and not all(named):
+        raise ConfigError(
+            f"{variable}: name every entry (name=spec, as in fast=openai:gpt-4o-mini) or none"
+        )
+    for entry in entries:
+        match = _NAMED.match(entry)
+        name, spec = (match["name"], match["spec"].strip()) if match else (redact(entry), entry)
+        if name in found:
+            raise ConfigError(f"{variable}: the name {name!r} is given twice")
+        found[name] = spec
+    return found
+
+
 @dataclass(frozen=True)
 class ServerPolicy:
-    """The operator's settings (module docstring), read from the environment."""
+    """The operator's settings (module docstring), read from the environment. Its repr leaves
+    out the key and the specs (credentials in their URLs)."""
 
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     allow_client_prompts: bool = False
     allow_client_sampling: bool = False
-    models: tuple[str, ...] = ()
-    indexes: tuple[str, ...] = ()
+    models: tuple[str, ...] = field(default=(), repr=False)  # as written: name=spec
+    indexes: tuple[str, ...] = field(default=(), repr=False)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     cancel_on_disconnect: bool = True
     cors_origins: tuple[str, ...] = ()
@@ -104,8 +147,8 @@ class ServerPolicy:
             api_key=env.get("NOTERAG_API_KEY") or None,
             allow_client_prompts=_flag(env, "NOTERAG_ALLOW_CLIENT_PROMPTS", False),
             allow_client_sampling=_flag(env, "NOTERAG_ALLOW_CLIENT_SAMPLING", False),
-            models=_specs(env, "NOTERAG_SERVER_MODELS"),
-            indexes=_specs(env, "NOTERAG_SERVER_INDEXES"),
+            models=_entries(env, "NOTERAG_SERVER_MODELS"),
+            indexes=_entries(env, "NOTERAG_SERVER_INDEXES"),
             max_body_bytes=limit,
             cancel_on_disconnect=_flag(env, "NOTERAG_CANCEL_ON_DISCONNECT", True),
             cors_origins=tuple(_origin(o) for o in _specs(env, "NOTERAG_CORS_ORIGINS")),
@@ -135,17 +178,23 @@ class RunSettings:
     index: str | None = None
 
 
-def _choice(value: Any, offered: tuple[str, ...], key: str, variable: str) -> str | None:
+def _choice(value: Any, entries: tuple[str, ...], key: str, variable: str) -> str | None:
+    """The spec of the name ``value`` among the operator's ``entries``; a refusal lists the
+    names, never a spec."""
     if value is None:
         return None
-    if not offered:
+    if not entries:
         raise ConfigError(
             f"{key} cannot be chosen on this server: it runs one {key} (the operator offers "
             f"choices with {variable})"
         )
-    if value not in offered:
-        raise ConfigError(f"{key} {value!r} is not offered here; {key}s: {', '.join(offered)}")
-    return str(value)
+    offered = offers(entries, variable)
+    if not isinstance(value, str) or value not in offered:
+        shown = redact(repr(value))  # then cut: a cut URL may no longer look like one
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        plural = "indexes" if key == "index" else f"{key}s"
+        raise ConfigError(f"{key} {shown} is not offered here; {plural}: {', '.join(offered)}")
+    return offered[value]
 
 
 def check_run_settings(

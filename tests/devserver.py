@@ -27,6 +27,8 @@ START_TIMEOUT = 180.0
 # The server prints its address with ANSI colours: "API: \x1b[36mhttp://127.0.0.1:PORT\x1b[0m".
 # url -> the server's process id, for the tests that watch its memory
 PIDS: dict[str, int] = {}
+# url -> the server's log (its stdout and stderr), for the tests that read what it printed
+LOGS: dict[str, Path] = {}
 _API_URL = re.compile(r"API:\s*(?:\x1b\[[0-9;]*m)*(http://127\.0\.0\.1:\d+)")
 
 
@@ -176,6 +178,7 @@ def serve(
     try:
         url = _wait_until_ready(proc, log_path, port)
         PIDS[url] = proc.pid
+        LOGS[url] = log_path
         yield url
     finally:
         _stop(proc)

@@ -26,6 +26,7 @@ from typing import Any
 import openai
 
 from noterag.errors import ModelUnavailableError, NoteragError
+from noterag.redact import redact
 
 __all__ = [
     "EndpointPageError",
@@ -34,6 +35,8 @@ __all__ = [
     "acheck_reply",
     "check_reply",
     "count_bad_usage",
+    "is_completion_reply",
+    "reply_problem",
 ]
 
 
@@ -110,15 +113,30 @@ def _problem(path: str, content_type: str, body: bytes) -> tuple[str, bool] | No
     return None
 
 
-def _checked(response: Any) -> bool:
-    """Whether ``response`` is a completion reply this check reads."""
-    request = response.request
-    return (
+def is_completion_reply(request: Any, response: Any) -> bool:
+    """Whether ``response`` (to ``request``) is a completion reply this check reads."""
+    return bool(
         request.method == "POST"
         and request.url.path.endswith(_COMPLETION_PATHS)
         and 200 <= response.status_code < 300
         and "text/event-stream" not in response.headers.get("content-type", "").lower()
     )
+
+
+def _checked(response: Any) -> bool:
+    return is_completion_reply(response.request, response)
+
+
+def reply_problem(request: Any, response: Any) -> str | None:
+    """What is wrong with the read completion reply ``response`` to ``request`` (None: it is
+    one): the replicas of one model (``noterag.models.endpoints``) fail over on it."""
+    found = _problem(request.url.path, response.headers.get("content-type", ""), response.content)
+    return None if found is None else found[0]
+
+
+# The replica a reply came from (``noterag.models.endpoints``), its credentials redacted: the
+# endpoint an error names, rather than the client's base URL (the first replica).
+REPLICA = "noterag_replica"
 
 
 # The usage fields a completion's ``usage`` object counts tokens in.
@@ -184,10 +202,8 @@ def _raise_for(response: Any) -> None:
         return
     problem, page = found
     error = EndpointPageError if page else EndpointReplyError
-    raise error(
-        f"the model endpoint {base_url_of(response.request)} answered {problem} "
-        f"(HTTP {response.status_code})"
-    )
+    where = response.extensions.get(REPLICA) or redact(base_url_of(response.request))
+    raise error(f"the model endpoint {where} answered {problem} (HTTP {response.status_code})")
 
 
 def check_reply(response: Any) -> None:

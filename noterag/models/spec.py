@@ -37,10 +37,11 @@ from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
 from noterag.errors import ConfigError
+from noterag.models.endpoints import bare_url, url_query
 from noterag.models.local_server import LOCAL_MAX_TOKENS, LOCAL_MODEL_NAME, start_local_server
 from noterag.models.retries import counting_clients
 from noterag.models.settings import ModelSettings
-from noterag.redact import redact
+from noterag.redact import redact, redact_logs
 
 __all__ = [
     "ModelSettings",
@@ -66,6 +67,10 @@ _SCHEMELESS_URL = re.compile(
     re.IGNORECASE,
 )
 _HTTP_URL = re.compile(r"^https?://\S+$", re.IGNORECASE)
+
+# The HTTP libraries under every model log each request's URL (httpx at INFO, which
+# `langgraph dev` prints): its credentials redacted (noterag.redact).
+redact_logs()
 
 
 class OpenAICompatibleChat(ChatOpenAI):
@@ -113,8 +118,10 @@ def load_chat_model(
         if urls and len(urls) > 1:
             for url in urls:
                 _checked_base_url(url, f"a base URL of {spec!r}")
+            # the client's base URL carries no replica's credentials: the transport gives
+            # each replica its own (noterag.models.endpoints)
             return _openai_chat_model(
-                model, settings, base_url=urls[0], api_key=api_key, replicas=urls
+                model, settings, base_url=bare_url(urls[0]), api_key=api_key, replicas=urls
             )
         return _openai_chat_model(model, settings, base_url=base_url or inline_url, api_key=api_key)
     if match := _PROVIDER.match(spec):
@@ -256,9 +263,15 @@ def _openai_chat_model(
             "OpenAI-compatible server (vLLM, Ollama, llama.cpp)"
         )
     cls = ChatOpenAI if _is_openai(base_url) else OpenAICompatibleChat
+    query = None
+    if base_url is not None and replicas is None and "?" in base_url:
+        # the SDK appends its paths to the base URL as a string: a query there (?api_key=...)
+        # would swallow them; it goes with every request instead
+        base_url, query = bare_url(base_url, keep_userinfo=True), dict(url_query(base_url))
     return cls(
         model=model,
         base_url=base_url,
+        default_query=query,
         api_key=SecretStr(api_key),
         temperature=settings.temperature,
         top_p=settings.top_p,
