@@ -10,6 +10,11 @@ requests that hang past any client timeout (until the server stops), and 200 OK 
 text no reply parser reads. It counts what it did and how many requests were retries (the
 openai client numbers its attempts in the ``x-stainless-retry-count`` header).
 
+Like OpenAI and vLLM, it streams a reply as server-sent chunks when the request says
+``"stream": true`` (with a last usage chunk for ``stream_options.include_usage``), and lists each
+token's log-probability when it says ``"logprobs": true`` (every token certain: 0.0; a bracketed
+reflection token such as ``[Relevant]`` is one token).
+
     python bench/sim_endpoint.py --port 8931 --base-ms 100 --per-token-ms 2
     python bench/sim_endpoint.py --error-rate 0.2 --hang-rate 0.05 --garbage-rate 0.1 --seed 1
 """
@@ -186,6 +191,43 @@ class Faults:
         return fate, text
 
 
+# A reply's tokens: a bracketed reflection token whole, else a word with the spaces before it.
+_TOKENS = re.compile(r"\s*\[[^\[\]]*\]|\s*[^\s\[]+|\s*\[|\s+")
+
+
+def _logprobs(tokens: list[str], top: int) -> dict[str, Any]:
+    """OpenAI's ``logprobs`` of a choice: each token certain, listed ``top`` times at most once."""
+
+    def entry(token: str) -> dict[str, Any]:
+        return {"token": token, "logprob": 0.0, "bytes": list(token.encode())}
+
+    return {"content": [entry(t) | {"top_logprobs": [entry(t)] if top else []} for t in tokens]}
+
+
+def _sse(request: dict[str, Any], completion: dict[str, Any]) -> bytes:
+    """``completion`` as OpenAI streams it: a chunk per token (with its log-probability when
+    asked), one with the finish reason, the usage when ``stream_options.include_usage`` asks,
+    then ``[DONE]``."""
+    choice = completion["choices"][0]
+    head = {k: completion[k] for k in ("id", "created", "model")} | {
+        "object": "chat.completion.chunk"
+    }
+    tokens = _TOKENS.findall(choice["message"]["content"])
+    content = choice.get("logprobs", {}).get("content")
+    chunks = [{"delta": {"role": "assistant", "content": ""}, "finish_reason": None}]
+    for i, token in enumerate(tokens):
+        delta: dict[str, Any] = {"delta": {"content": token}, "finish_reason": None}
+        if content is not None:
+            delta["logprobs"] = {"content": [content[i]]}
+        chunks.append(delta)
+    chunks.append({"delta": {}, "finish_reason": choice["finish_reason"]})
+    events = [head | {"choices": [{"index": 0} | chunk]} for chunk in chunks]
+    if (request.get("stream_options") or {}).get("include_usage"):
+        events.append(head | {"choices": [], "usage": completion["usage"]})
+    lines = [f"data: {json.dumps(event)}\n\n" for event in events] + ["data: [DONE]\n\n"]
+    return "".join(lines).encode()
+
+
 class SimServer(ThreadingHTTPServer):
     daemon_threads = True
     # The listen backlog. socketserver's default is 5: when an eval's 32 clients connect at
@@ -213,10 +255,12 @@ def make_server(model: SimModel, port: int = 0, faults: Faults | None = None) ->
         def log_message(self, *args: Any) -> None:  # quiet
             pass
 
-        def _json(self, payload: dict[str, Any]) -> None:
-            body = json.dumps(payload).encode()
+        def _json(self, payload: dict[str, Any], stream_of: dict[str, Any] | None = None) -> None:
+            # stream_of: the request, when it asked for the reply as server-sent chunks
+            body = json.dumps(payload).encode() if stream_of is None else _sse(stream_of, payload)
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            kind = "application/json" if stream_of is None else "text/event-stream"
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -248,25 +292,29 @@ def make_server(model: SimModel, port: int = 0, faults: Faults | None = None) ->
             if fate == "garbage":
                 text, tokens = garbage, len(garbage.split())
             prompt_tokens = len(prompt.split())
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+            if request.get("logprobs"):
+                choice["logprobs"] = _logprobs(
+                    _TOKENS.findall(text), int(request.get("top_logprobs") or 0)
+                )
             self._json(
                 {
                     "id": f"sim-{time.time_ns()}",
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": "sim",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": text},
-                            "finish_reason": "stop",
-                        }
-                    ],
+                    "choices": [choice],
                     "usage": {
                         "prompt_tokens": prompt_tokens,
                         "completion_tokens": tokens,
                         "total_tokens": prompt_tokens + tokens,
                     },
-                }
+                },
+                stream_of=request if request.get("stream") else None,
             )
 
     server = SimServer(("127.0.0.1", port), Handler)

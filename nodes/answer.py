@@ -43,6 +43,7 @@ def answer(state: dict[str, Any], env: Env) -> RoutingStepGen:
         "answer",
         prompt.format(**{slot: _SLOTS[slot](state, env) for slot in prompt.slots}),
         stream=True,
+        verbatim=True,  # the answer is the reply, stripped
     )
     text = reply_text(reply).strip()
     update: dict[str, Any] = reviewed | {

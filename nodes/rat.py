@@ -143,7 +143,7 @@ def answer(state: dict[str, Any], env: Env) -> StepGen:
     task = state.get("task") or env.ctx.task
     text = (state.get("revised") or state.get("draft") or "").strip()
     prompt = env.prompts.answer_for(task).format(question=state["question"], draft=text)
-    reply = yield Ask("answer", prompt, stream=True)
+    reply = yield Ask("answer", prompt, stream=True, verbatim=True)
     result = reply_text(reply).strip()
     env.emit({"type": "answer", "answer": result})
     return {

@@ -209,7 +209,7 @@ def answer(state: dict[str, Any], env: Env) -> StepGen:
         if no_context is None:
             raise ConfigError(f"recomp has no answer prompt without passages for task {task!r}")
         prompt = no_context.format(query=state["question"])
-    reply = yield Ask("answer", prompt, stream=True)
+    reply = yield Ask("answer", prompt, stream=True, verbatim=True)
     answer_text = reply_text(reply).strip()
     env.emit({"type": "answer", "answer": answer_text})
     return {

@@ -63,10 +63,13 @@ def copy_chat_model(model: Any, **update: Any) -> Any:
 
 
 def quiet_model(model: Any) -> Any:
-    """``model`` with every chat model inside it set to ``disable_streaming=True``: the chat
-    model itself, or through the wrappers LangChain builds around one (``with_retry``,
-    ``bind``, ``with_config``: a ``RunnableBinding``; ``with_fallbacks``;
-    ``configurable_fields`` / ``configurable_alternatives``). Any other Runnable is kept."""
+    """``model`` with every chat model inside it set to ``disable_streaming=True`` (and
+    ``streaming=False`` where it has that field): the chat model itself, or through the
+    wrappers LangChain builds around one (``with_retry``, ``bind``, ``with_config``: a
+    ``RunnableBinding``; ``with_fallbacks``; ``configurable_fields`` /
+    ``configurable_alternatives``). Any other Runnable is kept (its calls are still tagged
+    ``nostream``, so they stay out of the messages stream; under it they may stream, and then
+    report the token usage only where the endpoint sends it with a stream)."""
     from langchain_core.runnables import RunnableBinding, RunnableWithFallbacks
     from langchain_core.runnables.configurable import (
         RunnableConfigurableAlternatives,
@@ -74,7 +77,11 @@ def quiet_model(model: Any) -> Any:
     )
 
     if isinstance(model, BaseChatModel):
-        return copy_chat_model(model, disable_streaming=True)
+        # disable_streaming only stops LangChain choosing to stream; a model whose own
+        # ``streaming=True`` (ChatOpenAI, ChatAnthropic, ...) makes every request a streamed one
+        # would still send it, and ChatOpenAI then fails reading the stream as one reply
+        off = {"streaming": False} if "streaming" in type(model).model_fields else {}
+        return copy_chat_model(model, disable_streaming=True, **off)
     if isinstance(model, RunnableBinding):
         return model.model_copy(update={"bound": quiet_model(model.bound)})
     if isinstance(model, RunnableWithFallbacks):

@@ -29,6 +29,7 @@ from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command, Overwrite
 
 from noterag.context import RunContext, resolve_context, with_configurable
+from noterag.lcel import VERBATIM_ANSWER
 from noterag.parsing import count_fallbacks, fell_back
 from noterag.profiles import Profile
 from noterag.retrievers.calls import asearch
@@ -59,13 +60,17 @@ class Ask:
     keep its id: LangGraph's messages stream skips a node's output message whose id it has
     already streamed. ``options`` are extra per-call model arguments (``{"logprobs": True}``,
     ``{"stop": [...]}``), on top of the run's sampling settings (an option the sampling also
-    sets wins: the step asked for it)."""
+    sets wins: the step asked for it). ``verbatim=True`` (with ``stream``): the reply's text,
+    stripped, is the run's answer as it is, so ``noterag.answer_only`` streams these tokens as
+    the answer's; a step that makes its answer from the reply (extracts it) leaves it False, and
+    ``answer_only`` sends that answer whole once the run has it."""
 
     stage: str
     prompt: str
     stream: bool = False
     message: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    verbatim: bool = False
 
     @property
     def wants_message(self) -> bool:
@@ -239,10 +244,17 @@ class _Tally:
 
 
 def _ask_config(ask: Ask) -> RunnableConfig:
+    """The config of one model call. ``nostream`` keeps an internal call's chat model run out of
+    ``stream_mode="messages"``. The run is not named after the stage alone: the outermost run
+    of a wrapped model (``with_retry``, ``with_fallbacks``: a chain run, which LangGraph's
+    messages stream does not check for ``nostream``) would then carry the node's name, and
+    LangGraph takes a chain run named after the node for the node itself and streams the
+    message it returns."""
     return {
-        "run_name": ask.stage,
+        "run_name": f"{ask.stage}.model",
         "tags": [] if ask.stream else [NOSTREAM],
-        "metadata": {"noterag_stage": ask.stage},
+        "metadata": {"noterag_stage": ask.stage}
+        | ({VERBATIM_ANSWER: True} if ask.stream and ask.verbatim else {}),
     }
 
 
