@@ -39,10 +39,11 @@ def redact(text: str) -> str:
 
 
 # The loggers that print request URLs: httpx and its successor httpx2 (INFO, one line per
-# request), their httpcore (DEBUG), the openai SDK's (DEBUG), urllib3's (Elasticsearch).
+# request), their httpcore (DEBUG), the openai SDK's (DEBUG), Elasticsearch's transport (INFO)
+# and urllib3 under it.
 URL_LOGGERS = (
     "httpx", "httpx2", "httpcore", "httpcore2", "openai", "openai._base_client",
-    "urllib3.connectionpool",
+    "elastic_transport.transport", "urllib3.connectionpool",
 )  # fmt: skip
 
 
