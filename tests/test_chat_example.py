@@ -1,7 +1,9 @@
 """examples/chat works in a real browser: built with esbuild, served from another origin than
 `langgraph dev` (so CORS is exercised), driven in Debian's Chromium by tests/js/chat_page.mjs.
 A DeepNote run of the Velmora question shows its steps live (the retrieved titles, the initial
-note, the review's verdict) and then the streamed answer. With
+note, the review's verdict) and then the streamed answer; with human_review=note the page shows
+the run's HITL request as a review card and resumes it with a decision (approve, edit) to an
+answer. With
 NOTERAG_UPDATE_SCREENSHOT=1 the screenshot also replaces docs/chat-example.png."""
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -87,3 +90,70 @@ def test_chat_page_shows_the_note_evolving_then_the_answer(
     shown = [e["text"] for e in dom["events"] if e["type"] in ("note", "verdict")]
     assert dom["memory"].strip() and any(dom["memory"].strip() in text for text in shown), dom
     assert shot.stat().st_size > 0 and docs_shot.stat().st_size > 0
+
+
+# --------------------------------------------------------------------------- human review
+
+EDITED_NOTE = (
+    "EDITED IN THE BROWSER: Aurelio Fenwick, the Velmora Bridge's architect, was born in 1871."
+)
+
+
+@pytest.fixture(scope="module")
+def review_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+    """`langgraph dev` with the simulated endpoint (test_threads.HoldingModel: it records each
+    request's stage and prompt), so a test reads the answer prompt the review led to."""
+    from test_threads import HoldingModel, start
+
+    from devserver import serve
+
+    model = HoldingModel(hold="none")
+    sim, sim_url = start(model)
+    env = {"NOTERAG_MODEL": f"openai:sim@{sim_url}", "NOTERAG_SKIP_MODEL_CHECK": "1"}
+    server = serve(tmp_path_factory, env)
+    try:
+        yield next(server), model
+    finally:
+        server.close()
+        sim.shutdown()
+
+
+@pytest.mark.parametrize("decision", ["approve", "edit"])
+def test_the_review_card_shows_the_hitl_request_and_resumes_with_a_decision(
+    review_server: tuple[str, Any], page_url: str, tmp_path: Path, decision: str
+) -> None:
+    server, model = review_server
+    query = urlencode(
+        {"server": server, "method": "deepnote", "max_steps": 1, "human_review": "note"}
+    )
+    asked = len(model.prompts)
+    [dom] = run_node(
+        "chat_review_page.mjs", f"{page_url}?{query}", QUESTION, str(tmp_path / "profile"),
+        decision, EDITED_NOTE, str(tmp_path / "card.png"), str(tmp_path / "end.png"),
+    )  # fmt: skip
+    card = dom["card"]
+    assert card["status"] == "review" and card["visible"], card
+    # the HITL request as the card shows it: the note to review, what it was written from,
+    # the decisions the request allows
+    assert card["action"] == "review_note" and card["label"] == "note"
+    notes = [p for stage, p in model.prompts[asked:] if stage in ("init_note", "accumulate")]
+    assert card["text"].strip() and card["context"].startswith("passages"), card
+    assert "verdicts" in card["context"] and "step 1: true" in card["context"], card
+    assert card["description"].startswith("Review the note the answer will be written from")
+    assert card["buttons"] == {"approve": True, "edit": True, "reject": True}
+    assert not card["answerBefore"], card  # paused before the answer
+    assert notes, "no note was written before the review"
+
+    assert dom["status"] == "done", dom["statusText"]
+    assert not dom["problems"], dom["problems"]
+    assert dom["reviewHidden"] and dom["answer"].strip() and dom["answerChunks"] > 0, dom
+    answers = [p for stage, p in model.prompts[asked:] if stage == "answer"]
+    assert len(answers) == 1, answers  # one answer call, after the decision
+    kinds = [e["type"] for e in dom["events"]]
+    assert "decision" in kinds and "human_review" in kinds, kinds
+    if decision == "edit":
+        assert EDITED_NOTE in answers[0]  # the edited note is what the answer prompt read
+        assert dom["memory"] == EDITED_NOTE
+    else:
+        assert card["text"] in answers[0] and EDITED_NOTE not in answers[0]
+        assert dom["memory"] == card["text"]

@@ -1,6 +1,8 @@
 // Streams one noterag run from a `langgraph dev` server with the JS SDK: the method's progress
 // events (stream mode "custom") become a step-by-step timeline and the note/memory panel, the
-// answer node's tokens (stream mode "messages-tuple") fill the answer as they arrive.
+// answer node's tokens (stream mode "messages-tuple") fill the answer as they arrive. With a
+// human review, the run pauses with a HITL request (LangChain v1's, as Agent Chat UI renders
+// it): the review card shows it and resumes the run with the reviewer's decision.
 import { Client } from "@langchain/langgraph-sdk";
 
 const $ = (id) => document.getElementById(id);
@@ -9,10 +11,10 @@ const params = new URLSearchParams(location.search);
 const LIMITS = ["max_steps", "max_tokens", "top_k"];
 
 // URL parameters prefill the form (?server=...&method=deepnote&max_steps=1&question=...).
-for (const name of ["server", "method", "question", ...LIMITS]) {
+for (const name of ["server", "method", "question", "human_review", ...LIMITS]) {
   if (params.has(name)) form.elements[name].value = params.get(name);
 }
-if (LIMITS.some((name) => params.has(name))) $("advanced").open = true;
+if ([...LIMITS, "human_review"].some((name) => params.has(name))) $("advanced").open = true;
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -85,6 +87,19 @@ const CARDS = {
     body.append(badge(e.sufficient, "sufficient", "insufficient"));
     return "Judge";
   },
+  human_review: (e, body) => {
+    if (e.query) body.append(el("div", "label", "searched for"), el("p", "", e.query));
+    if (e.note) body.append(el("pre", "note", e.note));
+    return `Review: ${e.decision}`;
+  },
+  decision: ({ decision }, body) => {
+    if (decision.type === "edit") {
+      const { name, args } = decision.edited_action;
+      body.append(el("pre", "note", args[EDITED[name]]));
+    }
+    if (decision.message) body.append(el("p", "", decision.message));
+    return `Your decision: ${decision.type}`;
+  },
   sub_question: (e, body) => {
     body.append(badge(e.accepted, "planned", "refused"), el("span", "", ` ${e.sub_question || ""}`));
     if (e.reason) body.append(el("p", "muted", e.reason));
@@ -131,7 +146,105 @@ async function context(client, method) {
     const value = form.elements[name].value.trim();
     if (value && name in (schema?.properties ?? {})) ctx[name] = Number(value);
   }
+  const review = form.elements.human_review.value;
+  if (review !== "none") ctx.human_review = review;
   return ctx;
+}
+
+// Agent Chat UI's test for a review card (isAgentInboxInterruptSchema in
+// src/lib/agent-inbox-interrupt.ts): a HITL request with named actions and review configs.
+function isHitlRequest(value) {
+  return (
+    Array.isArray(value?.action_requests) && value.action_requests.length > 0 &&
+    Array.isArray(value?.review_configs) && value.review_configs.length > 0 &&
+    value.action_requests.every((a) => typeof a?.name === "string" && a.args && typeof a.args === "object") &&
+    value.review_configs.every((c) => typeof c?.action_name === "string" && Array.isArray(c.allowed_decisions))
+  );
+}
+
+// The HITL request the thread waits on, if any.
+async function pendingReview(client, threadId) {
+  const state = await client.threads.getState(threadId);
+  const values = (state.tasks ?? []).flatMap((task) => task.interrupts ?? []).map((i) => i.value);
+  return { request: values.find(isHitlRequest) ?? null, values: state.values };
+}
+
+// The text each review edits.
+const EDITED = { review_note: "note", review_answer: "answer" };
+
+// Show the request as a card; resolves with the reviewer's decision (LangChain v1's Decision).
+function review(request) {
+  const [action] = request.action_requests;
+  const config = request.review_configs.find((c) => c.action_name === action.name) ?? request.review_configs[0];
+  const allowed = config.allowed_decisions;
+  const field = EDITED[action.name];
+  const original = String(action.args[field] ?? "");
+  $("review-title").textContent = action.name === "review_note" ? "Review the note" : "Review the answer";
+  $("review").dataset.action = action.name;
+  $("review-description").textContent = action.description ?? "";
+  $("review-label").textContent = field;
+  const text = $("review-text");
+  text.value = original;
+  text.readOnly = !allowed.includes("edit");
+  const args = $("review-args");
+  args.replaceChildren();
+  for (const [name, value] of Object.entries(action.args)) {
+    if (name === field) continue;
+    args.append(el("div", "label", name));
+    if (name === "passages" && Array.isArray(value)) args.append(list(value.map((p) => p.title)));
+    else if (name === "verdicts" && Array.isArray(value)) {
+      args.append(list(value.map((v) => `step ${v.step}: ${v.verdict ?? "—"} ${v.reason ?? ""}`)));
+    } else args.append(el("pre", "", typeof value === "string" ? value : JSON.stringify(value, null, 2)));
+  }
+  $("review-approve").hidden = !allowed.includes("approve");
+  $("review-edit").hidden = !allowed.includes("edit");
+  $("review-reject-row").hidden = !allowed.includes("reject");
+  $("review-edit").disabled = true;
+  $("review-reject").disabled = true;
+  $("review-message").value = "";
+  text.oninput = () => { $("review-edit").disabled = text.value === original || !text.value.trim(); };
+  $("review-message").oninput = () => { $("review-reject").disabled = !$("review-message").value.trim(); };
+  $("review").hidden = false;
+  $("review").scrollIntoView({ block: "nearest" });
+  return new Promise((resolve) => {
+    const done = (decision) => {
+      $("review").hidden = true;
+      resolve(decision);
+    };
+    $("review-approve").onclick = () => done({ type: "approve" });
+    // Like Agent Chat UI: every arg back, the edited one changed.
+    $("review-edit").onclick = () =>
+      done({ type: "edit", edited_action: { name: action.name, args: { ...action.args, [field]: text.value } } });
+    $("review-reject").onclick = () => done({ type: "reject", message: $("review-message").value.trim() });
+  });
+}
+
+// One streamed run (a new question, or a review's decision), its events into the page.
+async function streamRun(client, threadId, method, payload) {
+  const stream = client.runs.stream(threadId, method, {
+    ...payload,
+    streamMode: ["custom", "messages-tuple"],
+  });
+  for await (const { event, data } of stream) {
+    if (event === "custom" && data.type === "answer") {
+      $("answer").textContent = data.answer;  // the streamed tokens, as the answer node stripped them
+      $("answer").dataset.final = "1";
+    } else if (event === "custom") addEvent(data);
+    else if (event === "messages") {
+      const [chunk, meta] = data;
+      // Only the answer node streams; the check keeps the page right if that ever changes.
+      if (meta.langgraph_node === "answer" && typeof chunk.content === "string") {
+        if ($("answer").dataset.final) {  // the answer written again after a review
+          $("answer").textContent = "";
+          delete $("answer").dataset.final;
+        }
+        $("answer").textContent += chunk.content;
+        $("answer").dataset.chunks = Number($("answer").dataset.chunks || 0) + 1;
+      }
+    } else if (event === "error") {
+      throw new Error(data.message || JSON.stringify(data));
+    }
+  }
 }
 
 async function run(event) {
@@ -140,36 +253,40 @@ async function run(event) {
   $("timeline").replaceChildren();
   $("answer").textContent = "";
   delete $("answer").dataset.chunks;
+  delete $("answer").dataset.final;
+  $("review").hidden = true;
   setMemory("", "");
   form.elements.go.disabled = true;
   setStatus("running", `running ${method}…`);
   try {
     // apiKey null: a local server needs none.
     const client = new Client({ apiUrl: server.replace(/\/$/, ""), apiKey: null });
+    const ctx = await context(client, method);
+    // A review pauses the run on a thread (the server keeps it); without one, no thread.
+    const threadId = ctx.human_review ? (await client.threads.create()).thread_id : null;
     // Chat-shaped input, as Agent Chat UI sends it: the graph takes the last human message as
     // the question.
-    const stream = client.runs.stream(null, method, {
+    await streamRun(client, threadId, method, {
       input: { messages: [{ role: "user", content: question }] },
-      context: await context(client, method),
-      streamMode: ["custom", "messages-tuple"],
+      context: ctx,
     });
-    let final = null;
-    for await (const { event, data } of stream) {
-      if (event === "custom" && data.type === "answer") final = data.answer;
-      else if (event === "custom") addEvent(data);
-      else if (event === "messages") {
-        const [chunk, meta] = data;
-        // Only the answer node streams; the check keeps the page right if that ever changes.
-        if (meta.langgraph_node === "answer" && typeof chunk.content === "string") {
-          $("answer").textContent += chunk.content;
-          $("answer").dataset.chunks = Number($("answer").dataset.chunks || 0) + 1;
-        }
-      } else if (event === "error") {
-        throw new Error(data.message || JSON.stringify(data));
+    while (threadId) {
+      const { request, values } = await pendingReview(client, threadId);
+      if (!request) {
+        // the answer as the thread keeps it (an edited answer never streams)
+        if (typeof values?.answer === "string") $("answer").textContent = values.answer;
+        if (typeof values?.best_note === "string") setMemory(values.best_note, "the note the answer read");
+        break;
       }
+      setStatus("review", "waiting for your review");
+      const decision = await review(request);
+      addEvent({ type: "decision", decision });
+      if (decision.type === "edit" && decision.edited_action.name === "review_note") {
+        setMemory(decision.edited_action.args.note, "edited by you");
+      }
+      setStatus("running", `resuming ${method}…`);
+      await streamRun(client, threadId, method, { command: { resume: { decisions: [decision] } }, context: ctx });
     }
-    // The streamed tokens, as the answer node stripped them.
-    if (final !== null) $("answer").textContent = final;
     setStatus("done", "done");
   } catch (error) {
     setStatus("error", `error: ${error.message}`);

@@ -1,0 +1,95 @@
+// Drives examples/chat's human review in Debian's Chromium for tests/test_chat_example.py: opens
+// the page (the URL carries the server, method, limits and human_review), asks, waits for the
+// review card the run's HITL request shows, records it, decides (approve, or edit the text and
+// save), waits for the run to finish, screenshots the card and the end, and prints what the DOM
+// shows as JSON.
+//
+//   node chat_review_page.mjs <page URL> <question> <user data dir> <approve|edit> <edited text>
+//        <card screenshot> <end screenshot>
+import { chromium } from "playwright-core";
+
+const [pageUrl, question, userDataDir, mode, edited, cardShot, endShot] = process.argv.slice(2);
+if (!pageUrl || !question || !userDataDir || !["approve", "edit"].includes(mode) || !endShot) {
+  console.error(
+    "usage: node chat_review_page.mjs <page URL> <question> <user data dir> <approve|edit> " +
+      "<edited text> <card screenshot> <end screenshot>",
+  );
+  process.exit(2);
+}
+const TIMEOUT = Number(process.env.CHAT_PAGE_TIMEOUT_MS || 600000);
+
+const browser = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  viewport: { width: 1200, height: 900 },
+  args: [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+const problems = [];
+const finished = "#status[data-state=done], #status[data-state=error]";
+try {
+  const page = await browser.newPage();
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  page.on("console", (message) => {
+    if (message.type() === "error") problems.push(`console error: ${message.text()}`);
+  });
+  await page.goto(pageUrl);
+  await page.fill("textarea[name=question]", question);
+  await page.click("button[name=go]");
+  await page.waitForSelector(`#status[data-state=review], ${finished}`, { timeout: TIMEOUT });
+  const card = await page.evaluate(() => {
+    const review = document.querySelector("#review");
+    const shown = (id) => !document.querySelector(id).closest("[hidden]");
+    return {
+      status: document.querySelector("#status").dataset.state,
+      statusText: document.querySelector("#status").textContent,
+      visible: !review.hidden,
+      action: review.dataset.action,
+      title: document.querySelector("#review-title").textContent,
+      description: document.querySelector("#review-description").textContent,
+      label: document.querySelector("#review-label").textContent,
+      text: document.querySelector("#review-text").value,
+      context: document.querySelector("#review-args").textContent,
+      buttons: {
+        approve: shown("#review-approve"),
+        edit: shown("#review-edit"),
+        reject: shown("#review-reject"),
+      },
+      answerBefore: document.querySelector("#answer").textContent,
+    };
+  });
+  if (card.status === "review") {
+    if (mode === "edit") {
+      await page.fill("#review-text", edited);
+      if (cardShot) await page.screenshot({ path: cardShot, fullPage: true });
+      await page.click("#review-edit");
+    } else {
+      if (cardShot) await page.screenshot({ path: cardShot, fullPage: true });
+      await page.click("#review-approve");
+    }
+    await page.waitForSelector(finished, { timeout: TIMEOUT });
+  }
+  const dom = await page.evaluate(() => ({
+    status: document.querySelector("#status").dataset.state,
+    statusText: document.querySelector("#status").textContent,
+    reviewHidden: document.querySelector("#review").hidden,
+    events: [...document.querySelectorAll("#timeline .event")].map((item) => ({
+      type: item.dataset.type,
+      text: item.innerText,
+    })),
+    memory: document.querySelector("#memory").textContent,
+    answer: document.querySelector("#answer").textContent,
+    answerChunks: Number(document.querySelector("#answer").dataset.chunks || 0),
+  }));
+  await page.screenshot({ path: endShot, fullPage: true });
+  process.stdout.write(JSON.stringify({ card, ...dom, problems }) + "\n");
+} finally {
+  await browser.close();
+}
