@@ -33,6 +33,21 @@ class Stopped(TypedDict, total=False):
     stop_reason: str
 
 
+# the loop counters the stop rules read (noterag.state: plain int fields, written by the steps)
+COUNTERS = ("steps", "failures")
+
+
+def counters_out_of_bounds(state: Mapping[str, Any]) -> str | None:
+    """Why a loop must stop whatever its rule says: a counter no step would write (negative, or
+    not a whole number) was written into the state from outside (``update_state``, a server
+    client's command). None when they hold."""
+    for key in COUNTERS:
+        value = state.get(key, 0)
+        if type(value) is not int or value < 0:
+            return f"{key} = {value!r} was written into the state (counters are whole, >= 0)"
+    return None
+
+
 def single_pass(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str:
     """The baselines answer after one pass, always."""
     return "single pass (the baseline has no loop)"
@@ -83,7 +98,9 @@ class Decision:
     ) -> dict[str, Any]:
         """The step's ``update`` with ``stop_reason`` (and the record) when ``rule`` stops in
         ``state`` (the state after ``update``)."""
-        why = self.rule(state, ctx, profile)
+        # a counter written into the state from outside (update_state, a server client's
+        # command) stops the loop before the rule reads it: steps = -1000 would run on
+        why = counters_out_of_bounds(state) or self.rule(state, ctx, profile)
         if why:
             record = self.record(state) if self.record else {}
             return {**(update or {}), "stop_reason": why, **record}

@@ -19,6 +19,7 @@ import string
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from noterag.context import MAX_QUESTION_CHARS, check_question_size
 from noterag.errors import ConfigError
 
 _SLOT = re.compile(r"\{(\w+)\}")
@@ -46,6 +47,13 @@ class Prompt:
         object.__setattr__(self, "slots", self.slots or found)
 
     def format(self, **values: str) -> str:
+        # the question's cap holds where prompts are built too: a question written into a
+        # thread's state (update_state) skips the question step that checks it. The papers'
+        # prompts name the question's slot {question} or {query}.
+        for slot in ("question", "query"):
+            question = values.get(slot)
+            if isinstance(question, str) and len(question) > MAX_QUESTION_CHARS:
+                check_question_size(question)
         missing = self.slots - values.keys()
         if missing:
             raise KeyError(f"prompt {self.name!r} needs {sorted(missing)}")

@@ -23,12 +23,15 @@ environment, which replaces the block; both this guard and the CORS headers foll
 ``"allow_origins": ["*"]`` restores langgraph-api's default (any origin).
 
 ``RequestGuard`` applies the operator's policy (``noterag.server_policy``) to every request
-before langgraph-api reads or stores it: body size, question length, settings, cancellation on
-disconnect.
+before langgraph-api reads or stores it: body size (every method), question length, settings,
+commands and state writes and each run's recursion limit (``noterag.server_bounds``), crons,
+cancellation on disconnect, and the API key on langgraph-api's own pages (``/metrics``,
+``/docs``, ``/openapi.json``), which its auth does not cover.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Mapping
@@ -40,6 +43,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from noterag.errors import ConfigError
+from noterag.server_bounds import check_command, check_recursion_limit, check_state_values
+from noterag.server_key import given_key, key_matches
 from noterag.server_policy import ServerPolicy, check_input, check_run_settings
 
 __all__ = ["OriginGuard", "RequestGuard", "app", "origin_allowed"]
@@ -132,7 +137,14 @@ class OriginGuard:
 _RUNS = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/stream|/wait|/batch|/crons)?/?$")
 _WAITS = re.compile(r"/(?:stream|wait)/?$")
 _ASSISTANTS = re.compile(r"^/assistants(?:/[^/]+)?/?$")
-_BODIES = {"POST", "PUT", "PATCH"}
+# crons: created (POST, stateless or on a thread) and changed (PATCH /runs/crons/{id})
+_CRONS = re.compile(r"^(?:/threads/[^/]+)?/runs/crons/?$")
+_CRON = re.compile(r"^/runs/crons/[^/]+/?$")
+# state writes: a thread's state, and a new thread's supersteps
+_STATE = re.compile(r"^/threads/[^/]+/state/?$")
+_THREADS = re.compile(r"^/threads/?$")
+# langgraph-api's own pages, served outside its auth: the key is checked here
+_KEYED_PAGES = frozenset({"/metrics", "/docs", "/openapi.json"})
 
 
 class _Refused(Exception):
@@ -151,7 +163,13 @@ class RequestGuard:
       settings that the method or the policy refuses, get HTTP 422 naming the setting (for an
       assistant named by its UUID the graph factory checks them, at the run).
     - A run whose client streams it or waits for it is cancelled when that client disconnects
-      (``on_disconnect="cancel"``) unless the operator turned that off.
+      (``on_disconnect="cancel"``) unless the operator turned that off, or allows resumable
+      runs (``NOTERAG_ALLOW_RESUMABLE``) and the client asked for one (``stream_resumable``
+      with ``on_disconnect="continue"``).
+    - A run's ``command`` and a thread's state writes (``noterag.server_bounds``), and each
+      run's ``recursion_limit`` (set to the method's cap when absent).
+    - Crons are refused (HTTP 403) unless the operator allows them, and checked like runs then.
+    - With an API key set, ``/metrics``, ``/docs`` and ``/openapi.json`` need it as well.
     """
 
     def __init__(self, app: ASGIApp, policy: ServerPolicy | None = None) -> None:
@@ -159,12 +177,23 @@ class RequestGuard:
         self.policy = policy or SERVER_POLICY
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in _BODIES:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         try:
-            body = await self._body(scope, receive)
-            body = self._checked(scope["method"], scope["path"], body)
+            if scope["path"] in _KEYED_PAGES and not key_matches(
+                given_key(dict(scope["headers"])), self.policy.api_key
+            ):
+                raise _Refused(
+                    401, "this server needs its API key: send it as the x-api-key header"
+                )
+            # every method: a DELETE (or a GET) may carry a body as well
+            sent = await self._body(scope, receive)
+            body = sent
+            if sent.strip():
+                # in a worker thread: the checks read the whole payload, and the first one
+                # builds the methods' recursion caps
+                body = await asyncio.to_thread(self._checked, scope["method"], scope["path"], sent)
         except _Refused as refused:
             await JSONResponse({"detail": refused.detail}, status_code=refused.status)(
                 scope, receive, send
@@ -180,6 +209,9 @@ class RequestGuard:
             replayed = True
             return {"type": "http.request", "body": body, "more_body": False}
 
+        if body is sent and not sent:
+            await self.app(scope, replay, send)  # no body: the request as it came
+            return
         # the body may have been rewritten (on_disconnect), and may have come chunked
         scope = dict(scope)
         scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"content-length"] + [
@@ -211,10 +243,21 @@ class RequestGuard:
                 return b"".join(chunks)
 
     def _checked(self, method: str, path: str, body: bytes) -> bytes:
-        """``body``, with ``on_disconnect`` imposed where it applies; _Refused for a refused
-        run or assistant."""
-        runs = method == "POST" and _RUNS.match(path) is not None
-        if not (runs or _ASSISTANTS.match(path)) or not body.strip():
+        """``body``, with ``on_disconnect`` and ``recursion_limit`` imposed where they apply;
+        _Refused for a refused run, cron, state write or assistant."""
+        crons = (method == "POST" and _CRONS.match(path) is not None) or (
+            method == "PATCH" and _CRON.match(path) is not None
+        )
+        if crons and not self.policy.allow_crons:
+            raise _Refused(
+                403,
+                "crons (scheduled runs) are off on this server: they call the model with nobody "
+                "connected (the operator allows them with NOTERAG_ALLOW_CRONS=1)",
+            )
+        runs = crons or (method == "POST" and _RUNS.match(path) is not None)
+        state = method == "POST" and (_STATE.match(path) or _THREADS.match(path)) is not None
+        assistants = method in ("POST", "PATCH") and _ASSISTANTS.match(path) is not None
+        if not (runs or state or assistants):
             return body
         try:
             payload = json.loads(body)
@@ -226,16 +269,57 @@ class RequestGuard:
             for item in items:
                 if not isinstance(item, dict):
                     continue
+                if state:
+                    self._check_state_write(item, thread=_THREADS.match(path) is not None)
+                    continue
                 if runs:
                     check_input(item.get("input"))
+                    check_command(item.get("command"), self.policy.allow_state_writes)
                     _check_resume(item.get("command"))
                     if self.policy.cancel_on_disconnect and _WAITS.search(path):
-                        changed |= item.get("on_disconnect") != "cancel"
-                        item["on_disconnect"] = "cancel"
-                _check_settings(item, self.policy)
+                        changed |= self._impose_cancel(item)
+                changed |= _check_settings(item, self.policy, runs=runs)
         except ConfigError as error:
             raise _Refused(422, str(error)) from None
         return json.dumps(payload).encode() if changed else body
+
+    def _impose_cancel(self, item: dict[str, Any]) -> bool:
+        """``on_disconnect="cancel"`` on a run its client waits on, unless the client asked for
+        a resumable stream explicitly and the operator honours that. True when changed."""
+        if (
+            self.policy.allow_resumable
+            and item.get("stream_resumable") is True
+            and item.get("on_disconnect") == "continue"
+        ):
+            return False
+        changed = item.get("on_disconnect") != "cancel"
+        item["on_disconnect"] = "cancel"
+        return changed
+
+    def _check_state_write(self, item: dict[str, Any], *, thread: bool) -> None:
+        """``POST /threads/{id}/state`` (``values``), ``POST /threads`` (its ``supersteps``)."""
+        if thread:
+            supersteps = item.get("supersteps") or []
+            if not isinstance(supersteps, list):
+                raise ConfigError("supersteps must be a list")
+            writes: list[Any] = []
+            for superstep in supersteps:
+                updates = superstep.get("updates") if isinstance(superstep, dict) else None
+                writes.extend(updates if isinstance(updates, list) else [])
+        else:
+            writes = [item]
+        if not writes:
+            return
+        if not self.policy.allow_state_writes:
+            raise ConfigError(
+                "a client does not write a thread's state on this server: its runs do (the "
+                "operator allows client writes with NOTERAG_ALLOW_STATE_WRITES=1)"
+            )
+        for write in writes:
+            if not isinstance(write, dict):
+                raise ConfigError("a state update must be an object with its values")
+            check_state_values(write.get("values"), "values")
+            check_command(write.get("command"), True)
 
 
 def _check_resume(command: Any) -> None:
@@ -248,23 +332,31 @@ def _check_resume(command: Any) -> None:
         check_resume(command["resume"])
 
 
-def _check_settings(item: dict[str, Any], policy: ServerPolicy) -> None:
-    """A run's or an assistant's settings, when it names its graph (a graph id as
+def _check_settings(item: dict[str, Any], policy: ServerPolicy, *, runs: bool) -> bool:
+    """A run's or an assistant's recursion limit (a run's set to the cap when absent: True,
+    the item changed), and its settings when it names its graph (a graph id as
     ``assistant_id``, or ``graph_id``)."""
     from noterag.methods import METHODS
     from noterag.spec import check_run_prompts
 
     graph = item.get("graph_id") or item.get("assistant_id")
-    if not isinstance(graph, str) or graph not in METHODS:
-        return
-    config = item.get("config") if isinstance(item.get("config"), dict) else {}
+    method = graph if isinstance(graph, str) and graph in METHODS else None
+    config = item.get("config")
+    changed = False
+    if config is None and runs:
+        config = item["config"] = {}
+    if isinstance(config, dict) and (runs or "recursion_limit" in config):
+        changed = check_recursion_limit(config, method) and runs
+    if method is None:
+        return changed
     values = item.get("context") or (config or {}).get("configurable")
     if values is None:
-        return
+        return changed
     if not isinstance(values, dict):
         raise ConfigError(f"context must be an object of settings, not {type(values).__name__}")
-    settings = check_run_settings(METHODS[graph].context, values, policy)
-    check_run_prompts(METHODS[graph], settings.context)
+    settings = check_run_settings(METHODS[method].context, values, policy)
+    check_run_prompts(METHODS[method], settings.context)
+    return changed
 
 
 SERVER_POLICY = ServerPolicy.from_env()

@@ -27,6 +27,20 @@ top of that the operator decides, with environment variables read when the serve
 - ``NOTERAG_CANCEL_ON_DISCONNECT`` (default 1): a streamed or waited-for run is cancelled when
   its client goes away (langgraph-api's ``on_disconnect="cancel"``, imposed on every such
   request), so no model call is paid for a reader who left. 0 leaves it to each client.
+- ``NOTERAG_ALLOW_RESUMABLE`` (default: 1 when ``NOTERAG_API_KEY`` is set, else 0): a client
+  that explicitly asks for a resumable stream (``stream_resumable=true`` with
+  ``on_disconnect="continue"``, what ``useStream`` sends with ``reconnectOnMount``) keeps its
+  run going when it disconnects, and joins it again later.
+- ``NOTERAG_ALLOW_STATE_WRITES=1``: clients may write a thread's state (``POST
+  /threads/{id}/state``, a new thread's ``supersteps``) and send a run's ``command.update`` /
+  ``command.goto``; the values are still checked (``check_state_values``). Off by default:
+  a client resumes a paused run (``command.resume``) and nothing else.
+- ``NOTERAG_ALLOW_CRONS=1``: clients may create and change crons (scheduled runs, which
+  spend the model with nobody connected); their payloads are checked like a run's. Off by
+  default.
+
+What a client may write into a thread, and each run's ``recursion_limit``, are checked by
+``noterag.server_bounds``.
 
 docs/security.md is the operator's page.
 """
@@ -129,6 +143,9 @@ class ServerPolicy:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     cancel_on_disconnect: bool = True
     cors_origins: tuple[str, ...] = ()
+    allow_resumable: bool = False
+    allow_state_writes: bool = False
+    allow_crons: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerPolicy:
@@ -143,8 +160,9 @@ class ServerPolicy:
                 f"NOTERAG_MAX_BODY_BYTES must be a whole number of bytes, at least 1024, "
                 f"not {raw_limit!r}"
             )
+        api_key = env.get("NOTERAG_API_KEY") or None
         return cls(
-            api_key=env.get("NOTERAG_API_KEY") or None,
+            api_key=api_key,
             allow_client_prompts=_flag(env, "NOTERAG_ALLOW_CLIENT_PROMPTS", False),
             allow_client_sampling=_flag(env, "NOTERAG_ALLOW_CLIENT_SAMPLING", False),
             models=_entries(env, "NOTERAG_SERVER_MODELS"),
@@ -152,6 +170,11 @@ class ServerPolicy:
             max_body_bytes=limit,
             cancel_on_disconnect=_flag(env, "NOTERAG_CANCEL_ON_DISCONNECT", True),
             cors_origins=tuple(_origin(o) for o in _specs(env, "NOTERAG_CORS_ORIGINS")),
+            # a client that authenticated is the operator's: its explicit request for a run
+            # that outlives its connection is honoured; an anonymous one's is not, by default
+            allow_resumable=_flag(env, "NOTERAG_ALLOW_RESUMABLE", api_key is not None),
+            allow_state_writes=_flag(env, "NOTERAG_ALLOW_STATE_WRITES", False),
+            allow_crons=_flag(env, "NOTERAG_ALLOW_CRONS", False),
         )
 
 

@@ -20,6 +20,7 @@ import pytest
 from noterag.context import MOST_STEPS, RunContext, allowed_values, check_setting
 from noterag.errors import ConfigError
 from noterag.methods import METHODS, build_graph, context_schema
+from noterag.server_bounds import recursion_cap
 from noterag.server_policy import ServerPolicy, check_input, check_run_settings
 from scripted import (
     QUESTION,
@@ -273,7 +274,7 @@ def test_the_policy_is_read_from_the_environment_and_checked() -> None:
     assert policy == ServerPolicy(
         api_key="k", allow_client_prompts=True, models=("openai:a@http://h/v1", "local"),
         cors_origins=("https://agentchat.vercel.app",), cancel_on_disconnect=False,
-        max_body_bytes=4096,
+        max_body_bytes=4096, allow_resumable=True,  # with a key, by default
     )  # fmt: skip
     assert ServerPolicy.from_env({}) == ServerPolicy()
     for env, message in [
@@ -515,13 +516,16 @@ def test_a_run_the_client_waits_on_is_cancelled_when_it_leaves() -> None:
     for path in ("/runs/stream", "/threads/t/runs/stream", "/runs/wait", "/threads/t/runs/wait"):
         assert _request(guard, path, _json(run))[0] == 200
         assert json.loads(inner.bodies[-1])["on_disconnect"] == "cancel"
-    # a background run has no client to leave: its body passes as sent
+    # a background run has no client to leave: its body passes as sent (with the method's
+    # recursion limit, noterag.server_bounds)
     _request(guard, "/threads/t/runs", _json(run))
-    assert json.loads(inner.bodies[-1]) == run
+    assert json.loads(inner.bodies[-1]) == run | {
+        "config": {"recursion_limit": recursion_cap("deepnote")}
+    }
     # the operator may leave it to each client
     guard, inner = _guard(cancel_on_disconnect=False)
     _request(guard, "/runs/stream", _json(run))
-    assert json.loads(inner.bodies[-1]) == run
+    assert json.loads(inner.bodies[-1])["on_disconnect"] == "continue"
 
 
 def test_the_guard_passes_what_it_does_not_judge() -> None:
@@ -529,8 +533,8 @@ def test_the_guard_passes_what_it_does_not_judge() -> None:
     # an assistant by UUID: its graph is unknown here, the factory checks its settings at the run
     run = {"assistant_id": "5f1e0c1e-0000-0000-0000-000000000000", "context": {"bogus": 1}}
     assert _request(guard, "/threads/t/runs", _json(run))[0] == 200
-    assert _request(guard, "/threads/t/state", _json({"values": {"a": 1}}))[0] == 200
-    assert inner.bodies[-1] == b'{"values": {"a": 1}}'
+    assert _request(guard, "/threads/search", _json({"metadata": {"a": 1}}))[0] == 200
+    assert inner.bodies[-1] == b'{"metadata": {"a": 1}}'
 
 
 # --------------------------------------------------------------------------- API key and CORS

@@ -1,0 +1,168 @@
+"""What a server's client may write into a thread, and how long one of its runs may go on.
+
+A run's settings are bounded (``noterag.server_policy``), but a client also reaches a thread's
+state: a run's ``command`` (``update``, ``goto``), ``POST /threads/{id}/state``, a new thread's
+``supersteps``. Written there, ``steps: -1000`` with a ``goto`` into the loop made a
+``max_steps=3`` run call the model a thousand times, and an 80,000-character question skipped
+the question step that checks it. So, on the server (``noterag.server_http.RequestGuard``, once
+per request, before langgraph-api stores anything):
+
+- a run's ``command`` may carry ``resume`` (what human review needs) and nothing else, unless
+  the operator allows state writes (``NOTERAG_ALLOW_STATE_WRITES=1``); then ``update`` and the
+  input of a ``goto``'s ``Send`` are checked by ``check_state_values``;
+- a state write (``POST /threads/{id}/state``, ``supersteps``) is refused unless the operator
+  allows state writes, and checked by ``check_state_values`` when allowed;
+- every run's ``config.recursion_limit`` is at most ``recursion_cap(method)`` and set to it
+  when the client sends none (LangGraph's default is 10,007 steps).
+
+In the graphs themselves the stop rules are applied by ``noterag.decision.Decision``, which also
+stops a loop whose counters were written out of bounds (``counters_out_of_bounds`` there), so a
+state written in-process with ``update_state`` cannot make a loop run on either.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from noterag.context import MAX_PASSAGE_CHARS, MOST_PASSAGES, MOST_STEPS, check_question_size
+from noterag.errors import ConfigError
+
+__all__ = [
+    "check_command",
+    "check_recursion_limit",
+    "check_state_values",
+    "recursion_cap",
+]
+
+# the loop counters (noterag.decision.COUNTERS) and the fields holding the question as asked
+COUNTERS = ("steps", "failures")
+QUESTION_KEYS = frozenset({"question", "asked", "task"})
+
+
+def recursion_cap(method: str | None) -> int:
+    """The most LangGraph steps (supersteps) one run of ``method`` may take: every node of its
+    graph once per loop iteration, for the most iterations any setting allows (``MOST_STEPS``),
+    plus two rounds for the question and the answer. None (an assistant by UUID, whose method
+    the request does not name): the largest over all methods."""
+    caps = _caps()
+    return caps.get(method or "", max(caps.values()))
+
+
+@functools.cache
+def _caps() -> dict[str, int]:
+    # A method's nodes are its wiring's: build each graph once, with a model that is never
+    # called (the server has imported the graph modules already; this is milliseconds each).
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from noterag.graphs.assemble import build
+    from noterag.methods import METHODS
+
+    model = FakeListChatModel(responses=[""])
+    return {
+        name: len(build(spec, model, None).nodes) * (MOST_STEPS + 2)
+        for name, spec in METHODS.items()
+    }
+
+
+def check_recursion_limit(config: dict[str, Any], method: str | None) -> bool:
+    """Bound ``config["recursion_limit"]`` by ``recursion_cap(method)`` (ConfigError above it),
+    setting it to the cap when absent. True when ``config`` was changed."""
+    cap = recursion_cap(method)
+    given = config.get("recursion_limit")
+    if given is None:
+        config["recursion_limit"] = cap
+        return True
+    if type(given) is not int or not 1 <= given <= cap:
+        raise ConfigError(
+            f"recursion_limit must be a whole number from 1 to {cap} on this server (the most "
+            f"steps a run of {method or 'any method'} needs at the largest settings), not "
+            f"{given!r}"
+        )
+    return False
+
+
+@functools.cache
+def _state_keys() -> frozenset[str]:
+    from noterag.methods import METHODS
+    from noterag.state import declared_keys
+
+    keys: set[str] = set()
+    for spec in METHODS.values():
+        keys |= declared_keys(spec.state) or set()
+    return frozenset(keys)
+
+
+def check_state_values(values: Any, where: str = "the state") -> None:
+    """Values a client writes into a thread (``update_state``'s ``values``, a command's
+    ``update``), where the operator allows it: only fields some method's state declares;
+    counters whole numbers from 0 to ``MOST_STEPS``; a question within the question's cap,
+    any other text within a passage's (``MAX_PASSAGE_CHARS``); lists within ``MOST_PASSAGES``
+    items. A ConfigError names the first value refused."""
+    if values is None:
+        return
+    if isinstance(values, list) and all(
+        isinstance(t, list | tuple) and len(t) == 2 and isinstance(t[0], str) for t in values
+    ):
+        values = dict(values)  # a command's update as (key, value) pairs
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where} must be an object of state fields")
+    unknown = sorted(str(k) for k in values if k not in _state_keys())
+    if unknown:
+        raise ConfigError(f"{where}: no method's state has {', '.join(unknown)}")
+    for key, value in values.items():
+        if key in COUNTERS or key.startswith("unparsed_"):
+            if type(value) is not int or not 0 <= value <= MOST_STEPS:
+                raise ConfigError(
+                    f"{where}: {key} must be a whole number from 0 to {MOST_STEPS}, not {value!r}"
+                )
+        elif key in QUESTION_KEYS and isinstance(value, str):
+            check_question_size(value)
+        else:
+            _check_nested(value, f"{where}: {key}")
+
+
+def _check_nested(value: Any, where: str) -> None:
+    todo = [value]
+    while todo:  # iterative: a client's nesting is as deep as its body
+        item = todo.pop()
+        if isinstance(item, str):
+            if len(item) > MAX_PASSAGE_CHARS:
+                raise ConfigError(
+                    f"{where} holds a text of {len(item):,} characters; at most "
+                    f"{MAX_PASSAGE_CHARS:,} are accepted"
+                )
+        elif isinstance(item, list):
+            if len(item) > MOST_PASSAGES:
+                raise ConfigError(f"{where} holds {len(item):,} items; at most {MOST_PASSAGES:,}")
+            todo.extend(item)
+        elif isinstance(item, dict):
+            todo.extend(item.values())
+
+
+def check_command(command: Any, allow_state_writes: bool) -> None:
+    """A run's ``command``: ``resume`` passes (a paused run's answer, read by the step that
+    paused); ``update`` and ``goto`` write the thread's state and choose its next step, refused
+    unless the operator allows state writes, then checked."""
+    if command is None:
+        return
+    if not isinstance(command, Mapping):
+        raise ConfigError("command must be an object (resume, and update / goto where allowed)")
+    writes = sorted(k for k in ("update", "goto") if command.get(k) not in (None, [], {}))
+    unknown = sorted(set(command) - {"resume", "update", "goto"})
+    if unknown:
+        raise ConfigError(f"command: no such part {', '.join(map(str, unknown))}")
+    if writes and not allow_state_writes:
+        raise ConfigError(
+            f"command.{' and command.'.join(writes)}: a client resumes a paused run "
+            "(command.resume) and does not write a thread's state on this server (the operator "
+            "allows it with NOTERAG_ALLOW_STATE_WRITES=1)"
+        )
+    check_state_values(command.get("update"), "command.update")
+    goto = command.get("goto")
+    for target in goto if isinstance(goto, list) else [goto]:
+        if isinstance(target, Mapping):  # a Send: its input is a state written by the client
+            check_state_values(target.get("input"), "command.goto input")
+        elif target is not None and not isinstance(target, str):
+            raise ConfigError("command.goto must name a step (or a Send of one)")
