@@ -419,29 +419,43 @@ def resolve_context(schema: type[RunContext], value: Any) -> RunContext:
     return schema(**value)
 
 
+def configured(schema: type[RunContext], configurable: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The settings of ``schema`` given as ``config["configurable"]`` (other keys left out)."""
+    if not configurable:
+        return {}
+    return {name: configurable[name] for name in _names(schema) if name in configurable}
+
+
+@functools.cache
+def _names(schema: type[RunContext]) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(schema))
+
+
 def with_configurable(
     schema: type[RunContext], context: Any, configurable: Mapping[str, Any] | None
 ) -> Any:
     """The run's context with the settings given as ``config["configurable"]`` (e.g.
     ``graph.with_config(configurable={"max_steps": 1})``, as the LangGraph server reads them)
-    beneath it: a key the context also sets keeps the context's value. Other configurable keys
-    belong to LangGraph (thread_id, ...) or to other runnables (a model's configurable fields)
-    and are left alone, except one a letter or two away from a setting's name: a misspelt
-    setting, refused rather than ignored."""
-    if not configurable:
-        return context
-    names = setting_names(schema)
-    settings = {k: v for k, v in configurable.items() if k in names}
-    _check_misspelt(schema, frozenset(configurable))
+    beneath it: a setting the context gives by name keeps the context's value (a context object
+    gives the settings it was built with: LangGraph builds one from a dict context). Each
+    configurable setting is checked for its type and bounds even where the context's value wins,
+    so that an ill-typed one is refused, not silently dropped. Which other keys may stand in
+    ``configurable`` is ``check_configurable``'s business."""
+    settings = configured(schema, configurable)
     if not settings:
         return context
+    for name, value in settings.items():
+        check_setting(schema, name, value)
     if context is None:
         return settings
     if isinstance(context, RunContext):
-        return context  # a whole context object: every setting is its own
+        given: frozenset[str] = getattr(context, "_given", frozenset())
+        if settings.keys() <= given:
+            return context  # the server's case: its configurable mirrors the context
+        return settings | {name: getattr(context, name) for name in given}
     if isinstance(context, Mapping):
         if settings.keys() <= context.keys():
-            return context  # the server's case: its configurable mirrors the context
+            return context
         return settings | dict(context)
     return context  # resolve_context names what is wrong with it
 
@@ -449,19 +463,64 @@ def with_configurable(
 # configurable keys of the LangGraph server's own (a per-assistant model and index) that are
 # close to a setting's name (self-rag's mode) without being one
 SERVER_KEYS = frozenset({"model", "index"})
+# LangGraph's own configurable keys (and the server's), beside the "__pregel_..." ones
+LANGGRAPH_KEYS = frozenset(
+    {"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "user_id", "run_id",
+     "graph_id", "assistant_id", "cron_id"}
+)  # fmt: skip
+
+
+def check_configurable(
+    schema: type[RunContext],
+    configurable: Mapping[str, Any] | None,
+    allowed: frozenset[str] = frozenset(),
+) -> None:
+    """Refuse a ``config["configurable"]`` key that is no setting of ``schema``, as the server
+    refuses it (HTTP 422): one line naming it (and the setting it is close to). Passed: the
+    settings, LangGraph's keys (``LANGGRAPH_KEYS``, any ``__...`` or ``langgraph_...``), the
+    server's ``model`` / ``index``, HTTP headers the server copies in (``x-...``,
+    ``user-agent``: a key with a ``-``, which no setting has), and ``allowed`` (the ids of the
+    configurable fields of the graph's model and retriever:
+    ``llm.configurable_alternatives(ConfigurableField("llm"))`` is chosen with
+    ``configurable={"llm": ...}``). Where the keys are not the caller's alone only a key one
+    or two letters away from a setting's name is refused: a graph run as a subgraph of an app's
+    own graph shares the parent's ``configurable`` (its checkpoint namespace holds a ``|``),
+    and on the LangGraph server (``langgraph_request_id`` is set) the run's settings were
+    checked before the graph was built (``noterag.server_policy``)."""
+    if not configurable:
+        return
+    lenient = "|" in str(configurable.get("checkpoint_ns") or "") or (
+        "langgraph_request_id" in configurable
+    )
+    _check_keys(schema, frozenset(configurable), allowed, lenient)
 
 
 @functools.lru_cache(maxsize=256)
-def _check_misspelt(schema: type[RunContext], keys: frozenset[str]) -> None:
-    # cached: a server's runs and an eval's questions repeat the same keys in every node
-    names = setting_names(schema)
-    for key in sorted(keys - set(names) - SERVER_KEYS):
-        near = difflib.get_close_matches(key, names, n=1, cutoff=0.9)
-        if near and not key.startswith("_"):
+def _check_keys(
+    schema: type[RunContext], keys: frozenset[str], allowed: frozenset[str], lenient: bool
+) -> None:
+    # cached: a run's nodes (and an eval's questions) repeat the same keys in every step, so the
+    # check costs one lookup per step after the first
+    names = list(_names(schema))
+    unknown = sorted(
+        key
+        for key in keys - set(names) - LANGGRAPH_KEYS - SERVER_KEYS - allowed
+        if not key.startswith(("__", "langgraph_"))
+    )
+    for key in unknown:
+        # where the keys are not all ours, refuse only what is surely a misspelt setting
+        near = difflib.get_close_matches(key, names, n=1, cutoff=0.9 if lenient else 0.75)
+        if near:
             raise ConfigError(
                 f"configurable key {key!r} is no setting of this method; did you mean "
                 f"{near[0]}? Settings: {', '.join(names)}"
             )
+    strict = [key for key in unknown if "-" not in key]
+    if strict and not lenient:
+        raise ConfigError(
+            f"configurable key(s) {', '.join(map(repr, strict))}: no setting of this method "
+            f"(settings: {', '.join(names)}), nor a configurable field of its model or retriever"
+        )
 
 
 def context_from_pairs(schema: type[RunContext], pairs: list[str]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ docs/methods.md walks through adding one.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,6 +132,9 @@ class Deps:
     state_schema: type = dict
     # the method's model roles (MethodSpec.roles); empty: any stage takes the default model
     roles: tuple[str, ...] = ()
+    # the ids of the configurable fields of its models and retriever (``Runnable.config_specs``):
+    # the keys of ``config["configurable"]`` that are theirs, not a misspelt setting
+    config_keys: frozenset[str] = frozenset()
     _quiet: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def profile(self, ctx: Any, state: Mapping[str, Any]) -> Profile:
@@ -247,6 +251,12 @@ class MethodSpec:
         models = {"default": load_chat_model(model)}
         models |= {known[k]: load_chat_model(v) for k, v in role_models.items() if v is not None}
         resolved = resolve_retriever(retriever)
+        config_keys = frozenset(
+            spec.id
+            for runnable in (*models.values(), resolved, retriever)
+            if isinstance(runnable, Runnable)
+            for spec in runnable.config_specs
+        )
         return Deps(
             method=self.name,
             models=models,
@@ -266,6 +276,7 @@ class MethodSpec:
             state_schema=self.state,
             # every method's question step rewrites follow-ups with its own role (noterag.question)
             roles=(*self.roles, CONDENSE_ROLE) if self.roles else (),
+            config_keys=config_keys,
         )
 
 
@@ -285,9 +296,7 @@ def resolve_retriever(retriever: Any) -> BaseRetriever:
     """A BaseRetriever as given, any other Runnable from a query to documents (a
     ``RunnableLambda``, ``retriever | RunnableLambda(...)``) as a retriever
     (``noterag.retrievers.RunnableRetriever``), a spec ("bm25:<dir>"), or None: NOTERAG_INDEX,
-    else the bundled sample corpus."""
-    import os
-
+    else the bundled sample corpus; any other value is one ConfigError line."""
     if isinstance(retriever, BaseRetriever):
         return retriever
     if isinstance(retriever, Runnable) or callable(retriever):
@@ -296,6 +305,11 @@ def resolve_retriever(retriever: Any) -> BaseRetriever:
         return RunnableRetriever.of(retriever)
     from noterag.retrievers import load_retriever
 
+    if retriever is not None and not isinstance(retriever, str | os.PathLike):
+        raise ConfigError(
+            f"retriever= takes a BaseRetriever, a Runnable or function from a query to "
+            f"documents, or a spec string (bm25:<dir>, ...), not {type(retriever).__name__}"
+        )
     if retriever is None:
         index = os.environ.get("NOTERAG_INDEX")
         if index:
@@ -367,7 +381,70 @@ def override_prompts(prompt_set: Any, overrides: Mapping[str, Any] | None) -> An
 
 def check_run_prompts(spec: MethodSpec, ctx: RunContext) -> None:
     """The run's prompt overrides checked against the prompts of its profile (names and
-    slots), before any node runs."""
+    slots), and its ``human_review`` against what the method has to review, before any node
+    runs (the server has a checkpointer)."""
     prompt_set = spec.prompts.get(ctx.profile)
     if ctx.prompts and prompt_set is not None:
         override_prompts(prompt_set, ctx.prompts)
+    check_review(spec.name, spec.prompts, ctx, ctx.task, checkpointer=True)
+
+
+# --- human review --------------------------------------------------------------------------------
+
+# The answer's review follows every method's ``answer`` step (graphs.assemble); the note's review
+# happens where the answer prompt reads a note (nodes.answer): both read from the declaration.
+REVIEWS = {"note": ("note",), "answer": ("answer",), "both": ("note", "answer")}
+
+
+def reads_note(prompt_set: Any, task: str) -> bool:
+    """Whether ``prompt_set``'s answer prompt for ``task`` reads a note (its ``{note}`` slot):
+    what the note's review shows and edits."""
+    prompt = getattr(prompt_set, "answer", {}).get(task)
+    return isinstance(prompt, Prompt) and "note" in prompt.slots
+
+
+def note_methods() -> list[str]:
+    """The registered methods whose answer prompt reads a note under some profile and task."""
+    from noterag.methods import METHODS
+
+    return [
+        name
+        for name, spec in METHODS.items()
+        if any(
+            reads_note(prompt_set, task)
+            for prompt_set in spec.prompts.values()
+            for task in getattr(prompt_set, "answer", {})
+        )
+    ]
+
+
+def check_review(
+    method: str, prompts: Mapping[str, Any], ctx: Any, task: str, *, checkpointer: bool
+) -> None:
+    """Refuse a ``human_review`` the run cannot honour, once, before the first step: without a
+    checkpointer the pause could never be resumed (LangGraph would return ``__interrupt__``
+    with no answer), and a note review on a method (or a profile, task or prompt override) whose
+    answer reads no note would do nothing."""
+    setting = getattr(ctx, "human_review", "none")
+    if setting == "none":
+        return
+    if not checkpointer:
+        raise ConfigError(
+            f"human_review={setting} needs a checkpointer to pause and resume: "
+            "build_graph(..., checkpointer=InMemorySaver()) (langgraph.checkpoint.memory), and a "
+            'thread: config={"configurable": {"thread_id": ...}}'
+        )
+    if "note" not in REVIEWS[setting]:
+        return
+    prompt_set = prompts.get(ctx.profile)
+    answers = getattr(prompt_set, "answer", None) or {}
+    if prompt_set is None or answers and task not in answers:
+        return  # an unknown profile or task is refused by its own check, naming what there is
+    if getattr(ctx, "prompts", None):
+        prompt_set = override_prompts(prompt_set, ctx.prompts)
+    if not reads_note(prompt_set, task):
+        raise ConfigError(
+            f"human_review={setting}: {method}'s answer ({ctx.profile} profile, task {task}) "
+            f"reads no note, so there is no note to review; here human_review takes none or "
+            f"answer. Methods with a note to review: {', '.join(note_methods())}"
+        )

@@ -24,11 +24,17 @@ from typing import Any, Protocol
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
-from langchain_core.runnables.config import get_executor_for_config
+from langchain_core.runnables.config import get_executor_for_config, var_child_runnable_config
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command, Overwrite
 
-from noterag.context import RunContext, resolve_context, with_configurable
+from noterag.context import (
+    RunContext,
+    check_configurable,
+    configured,
+    resolve_context,
+    with_configurable,
+)
 from noterag.lcel import VERBATIM_ANSWER
 from noterag.parsing import count_fallbacks, fell_back
 from noterag.profiles import Profile
@@ -258,28 +264,40 @@ def _ask_config(ask: Ask) -> RunnableConfig:
     }
 
 
-# (schema, id of the context given) -> (what was given, a deep copy of it, the resolved context)
-_CONTEXTS: dict[tuple[type, int], tuple[Any, Any, RunContext]] = {}
+# (schema, id of the context given) -> (what was given, a deep copy of it, the configurable
+# settings beneath it, the resolved context)
+_CONTEXTS: dict[tuple[type, int], tuple[Any, Any, dict[str, Any], RunContext]] = {}
 _CONTEXTS_KEPT = 64
+# run_context's configurable when the caller passes none: the current run's
+_CURRENT: Any = object()
 
 
-def run_context(schema: type[RunContext], given: Any) -> RunContext:
-    """``resolve_context(schema, given)``, built once per context rather than in every node:
-    every node of a run (and every run of an eval, which passes one dict) is given the same
-    object, and building and checking the dataclass is most of a routing step's own CPU. The
-    object given is kept beside its id (an id reused by a later object cannot hit) with a deep
-    copy of it, so a dict changed in place between runs is resolved anew. Steps only read their
-    context, so one resolved object serves every run given an equal one."""
-    if isinstance(given, schema):
+def run_context(
+    schema: type[RunContext], given: Any, configurable: Mapping[str, Any] | None = _CURRENT
+) -> RunContext:
+    """``resolve_context(schema, given)`` with the settings given as ``config["configurable"]``
+    beneath it (``with_configurable``; by default the current run's configurable, so a stop
+    rule or a route reads the same settings as the steps), built once per context rather than
+    in every node: every node of a run (and every run of an eval, which passes one dict) is
+    given the same object, and building and checking the dataclass is most of a routing step's
+    own CPU. The object given is kept beside its id (an id reused by a later object cannot hit)
+    with a deep copy of it and the configurable settings, so a dict changed in place between
+    runs is resolved anew. Steps only read their context, so one resolved object serves every
+    run given an equal one."""
+    if configurable is _CURRENT:
+        configurable = (var_child_runnable_config.get() or {}).get("configurable")
+    settings = configured(schema, configurable)
+    if not settings and isinstance(given, schema):
         return given
     key = (schema, id(given))
     cached = _CONTEXTS.get(key)
-    if cached is not None and cached[0] is given and cached[1] == given:
-        return cached[2]
-    ctx = resolve_context(schema, given)  # an invalid context raises here, every time
+    if cached is not None and cached[0] is given and cached[1] == given and cached[2] == settings:
+        return cached[3]
+    # an invalid context (or configurable setting) raises here, every time
+    ctx = resolve_context(schema, with_configurable(schema, given, configurable))
     if len(_CONTEXTS) >= _CONTEXTS_KEPT:
         _CONTEXTS.clear()
-    _CONTEXTS[key] = (given, copy.deepcopy(given), ctx)
+    _CONTEXTS[key] = (given, copy.deepcopy(given), copy.deepcopy(settings), ctx)
     return ctx
 
 
@@ -318,8 +336,9 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
         return then.settle(after, env.ctx, env.profile, update)
 
     def env_now(state: Mapping[str, Any], config: RunnableConfig, runtime: Runtime) -> Env:
-        given = with_configurable(deps.context_schema, runtime.context, config.get("configurable"))
-        ctx = run_context(deps.context_schema, given)
+        configurable = config.get("configurable")
+        check_configurable(deps.context_schema, configurable, deps.config_keys)
+        ctx = run_context(deps.context_schema, runtime.context, configurable)
         env = Env(
             ctx=ctx, deps=deps, profile=deps.profile(ctx, state), writer=runtime.stream_writer
         )

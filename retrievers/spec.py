@@ -81,6 +81,11 @@ def known_schemes() -> str:
 
 def parse_spec(spec: str | os.PathLike[str]) -> RetrieverSpec:
     """The scheme and location of ``spec`` by the module's rule (locations as written)."""
+    if not isinstance(spec, str | os.PathLike):
+        # load_retriever(42): one line, not os.fspath's TypeError
+        raise ConfigError(
+            f"a retriever spec is a string or a path (bm25:<dir>, ...), not {type(spec).__name__}"
+        )
     text = os.fspath(spec).strip()
     if not text:
         raise IndexNotFoundError("the index value is empty")

@@ -90,7 +90,11 @@ def test_chat_input_runs_as_the_question(method: str, form: str):
 @pytest.mark.parametrize("method", noterag.METHODS)
 def test_question_input_gets_the_answer_as_a_message_too(method: str):
     out, _ = run(method, {"question": QUESTION})
-    assert [(type(m), m.content) for m in out["messages"]] == [(AIMessage, ANSWER)]
+    # the question is the user's turn of the chat, as a chat's message is (issue 32)
+    assert [(type(m), m.content) for m in out["messages"]] == [
+        (HumanMessage, QUESTION),
+        (AIMessage, ANSWER),
+    ]
 
 
 def without_calls(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:

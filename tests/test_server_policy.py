@@ -146,8 +146,14 @@ def test_a_bad_configurable_setting_is_one_clear_error_before_any_call(
 
 
 def test_configurable_keys_of_langgraph_and_other_runnables_are_left_alone() -> None:
+    from langchain_core.runnables import ConfigurableField
+
     model = ScriptedModel(script=velmora_script())
-    graph = _deepnote(model).with_config(configurable={"thread_id": "t", "llm_temperature": 0.3})
+    # a key the model declares (its configurable alternatives) is the model's; any other key
+    # is refused, as on the server (tests/test_chat_turns.py)
+    chooser = model.configurable_alternatives(ConfigurableField(id="llm"), default_key="s")
+    graph = build_graph("deepnote", model=chooser, retriever=KeywordRetriever(passages=CORPUS))
+    graph = graph.with_config(configurable={"thread_id": "t", "llm": "s"})
     assert graph.invoke({"question": QUESTION})["answer"] == "1871"
 
 
