@@ -17,6 +17,13 @@ An error or an interrupt at any point before step 3 removes the temporary file a
 old file untouched. Appending (results.jsonl's rows) is not a rewrite: the runner fsyncs each
 appended line itself, and ``fsync_dir`` after creating the file.
 
+A file noterag writes *in place* in a run directory (``.noterag.lock``, the rows appended to
+``results.jsonl``, the repair of its torn tail) is opened with ``open_no_follow``: a symbolic
+link at that name is refused with one line (``LinkRefusedError``), never followed, so a link
+planted in a run directory cannot make noterag truncate or append to the file it points at.
+The atomic rewrites above need no such care: ``os.replace`` replaces a link at ``path``
+itself, never the file it points at, and the temporary file is created with ``"x"``.
+
 A file the user names as an output (``trace --html``, ``ask --html``, ``compare --plot``) is
 checked by ``check_output_file`` before any work is spent on it: it must be writable, and an
 existing file is replaced only if it is empty or noterag wrote it (the caller recognises its
@@ -26,15 +33,51 @@ a photo by a slip of the command line.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from noterag.errors import ConfigError
+from noterag.errors import ConfigError, NoteragError
+
+
+class LinkRefusedError(NoteragError):
+    """A file noterag writes in place is a symbolic link (or not a regular file)."""
+
+
+def open_no_follow(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
+    """``os.open(path, flags, mode)`` that never follows a symbolic link at ``path`` (also a
+    dangling one, which ``O_CREAT`` would otherwise create the target of) and takes only a
+    regular file: a ``LinkRefusedError`` naming it otherwise. Other OSErrors pass through."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.EMLINK and os.path.islink(path)):
+            raise LinkRefusedError(_link_message(path)) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device: not a file of ours
+        os.close(fd)
+        raise LinkRefusedError(f"{path} is not a regular file; noterag does not write it")
+    return fd
+
+
+def refuse_link(path: str | os.PathLike[str]) -> None:
+    """A ``LinkRefusedError`` if ``path`` is a symbolic link (before a file that will be written
+    in place is even read)."""
+    if os.path.islink(path):
+        raise LinkRefusedError(_link_message(path))
+
+
+def _link_message(path: str | os.PathLike[str]) -> str:
+    return (
+        f"{path} is a symbolic link; noterag does not write through links in a run "
+        "directory (remove the link, or choose another --out)"
+    )
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:

@@ -29,7 +29,7 @@ from noterag.cli.options import (
 )
 from noterag.cli.render import stderr_console
 from noterag.errors import NoteragError
-from noterag.terminal import printable
+from noterag.terminal import printable, terminal_safe_json
 
 
 def _names(values: list[str] | None) -> list[str] | None:
@@ -154,7 +154,8 @@ def reproduce_command(
 
         if dry_run:
             if as_json:
-                click.echo(json.dumps(plan.to_json(), indent=1, ensure_ascii=False))
+                text = json.dumps(plan.to_json(), indent=1, ensure_ascii=False)
+                click.echo(terminal_safe_json(text))  # the data whole, C1 controls escaped
             else:
                 report.print_plan(plan, Console(highlight=False))
             return
@@ -179,7 +180,8 @@ def reproduce_command(
         written = report.write_outputs(plan, results, outcomes, out_dir)
         if as_json:
             data_out = report.as_json(plan, results, outcomes)
-            click.echo(json.dumps(data_out, indent=1, ensure_ascii=False))
+            text = json.dumps(data_out, indent=1, ensure_ascii=False)
+            click.echo(terminal_safe_json(text))  # the data whole, C1 controls escaped
         else:
             report.print_table(plan, results, Console(highlight=False))
         for m in plan.missing:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from noterag._fs import fsync_dir
+from noterag._fs import fsync_dir, open_no_follow, refuse_link
 from noterag.errors import NoteragError
 from noterag.eval.runs import RunDirError, scan_results
 from noterag.redact import redact
@@ -50,12 +50,13 @@ class LineWriter:
     It writes on the event loop's thread, not in a worker: the loop runs one coroutine at a
     time, so rows cannot interleave, and no write is left running in a thread when an aborted
     run cancels its questions and closes the file. An fsync costs milliseconds; a question
-    costs seconds."""
+    costs seconds. A symbolic link at ``path`` is refused, never appended through
+    (``noterag._fs.open_no_follow``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         existed = path.exists()
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if not existed:
             fsync_dir(path.parent)
 
@@ -86,11 +87,13 @@ class LineWriter:
 def repair_lines(path: Path) -> list[dict[str, Any]]:
     """The finished rows of a JSON-lines file; a half-written tail (crash mid-write) is
     truncated away, and a last row missing its newline gets it back, so that the next row
-    starts on a line of its own."""
+    starts on a line of its own. A symbolic link at ``path`` is refused before it is read
+    (``noterag._fs.open_no_follow``): the repair must not cut the file it points at."""
+    refuse_link(path)
     rows, valid_end = scan_results(path)
     if not path.exists():
         return rows
-    with open(path, "r+b") as f:
+    with os.fdopen(open_no_follow(path, os.O_RDWR), "r+b") as f:
         size = f.seek(0, os.SEEK_END)
         if size > valid_end:
             f.truncate(valid_end)

@@ -467,6 +467,16 @@ _PLOT_SOFTWARE = "noterag compare"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+def plot_text(text: str) -> str:
+    """Text from a run or a table file (labels, names) as matplotlib draws it literally: without
+    control characters (a font has no glyph for ESC, and matplotlib's "Glyph 27 missing"
+    warning would print it raw on stderr) and with ``$`` escaped (not read as mathtext, whose
+    parse error would end the command)."""
+    from noterag.terminal import printable
+
+    return printable(text).replace("$", r"\$")
+
+
 def is_noterag_plot(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` holds a plot ``plot`` wrote (a PNG whose Software chunk names us)."""
     return file_starts_with(Path(path), _PNG_MAGIC, b"Software\x00" + _PLOT_SOFTWARE.encode())
@@ -499,7 +509,7 @@ def plot(
     import matplotlib.pyplot as plt
 
     summaries = [compute_summary(d) for d in run_dirs]
-    labels = run_labels(summaries, run_dirs)
+    labels = [plot_text(label) for label in run_labels(summaries, run_dirs)]
     shared = [m for m in METRIC_ORDER if all(m in s["metrics"] for s in summaries)]
     metrics = (
         shared[:2] or sorted({m for s in summaries for m in s["metrics"]}, key=metric_rank)[:2]
@@ -517,8 +527,9 @@ def plot(
             ax.scatter([cost], [value], label=label, color=f"C{i % 10}",
                        marker=_MARKERS[i % len(_MARKERS)], s=60, alpha=0.8)  # fmt: skip
         ax.set_xlabel(PLOT_X[x])
-        ax.set_ylabel(f"{metric_label(metric)} (%)")
-        ax.set_title(f"{metric_label(metric)} vs {PLOT_X[x].split(' per')[0]}")
+        name = plot_text(metric_label(metric))
+        ax.set_ylabel(f"{name} (%)")
+        ax.set_title(f"{name} vs {PLOT_X[x].split(' per')[0]}")
         ax.grid(True, alpha=0.3)
         ax.margins(x=0.2)
         # Percentages from 0, so that a run of zeros sits on the floor rather than mid-plot

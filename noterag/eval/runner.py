@@ -62,7 +62,7 @@ from typing import Any, Self
 
 from langchain_core.retrievers import BaseRetriever
 
-from noterag._fs import atomic_write_json, atomic_write_lines
+from noterag._fs import atomic_write_json, atomic_write_lines, refuse_link
 from noterag.context import RunContext
 from noterag.errors import ConfigError, NoteragError
 from noterag.eval import loop
@@ -506,6 +506,7 @@ def _check_run_dir(
     config_path, results_path = run_dir / RUN_FILE, run_dir / RESULTS_FILE
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirError(f"--out {run_dir} is a file, not a directory")
+    refuse_link(results_path)  # written in place: never through a link (noterag._fs)
     if force:
         return None, []
     if config_path.is_file():

@@ -7,6 +7,7 @@ runner writes; and the metric columns' order and names, which every report of ru
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,12 @@ def _scan_rows(path: Path, handle: Any) -> tuple[list[dict[str, Any]], int]:
                 f"{path} line {bad_line} is not a result row although later lines are; the file "
                 "was edited or damaged (only a half-written last line is repaired automatically)"
             )
+        wrong = _not_numbers(row)
+        if wrong is not None:
+            raise RunDirError(
+                f"{path} line {number}: {wrong}: not a result row noterag wrote (its metrics, "
+                "counts and times are numbers)"
+            )
         if row["id"] in seen:
             raise RunDirError(
                 f"{path} line {number} repeats question id {row['id']!r} (first on line "
@@ -122,6 +129,40 @@ def _parse_row(raw: bytes) -> dict[str, Any] | None:
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     return row if isinstance(row, dict) and isinstance(row.get("id"), str) else None
+
+
+# The fields of a result row the reports compute with: numbers wherever they are present.
+NUMERIC_FIELDS = (
+    "llm_calls", "prompt_tokens", "completion_tokens", "passages", "latency_s", "waited_s",
+    "started_at", "finished_at", "retries", "cache_calls", "cache_tokens", "requeued",
+    "usage_ignored",
+)  # fmt: skip
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _not_numbers(row: dict[str, Any]) -> str | None:
+    """What in ``row`` should be a number and is not (a metric, a count, a time), or None. A
+    report averages them: a string there is named here, not an "unexpected ValueError"
+    later."""
+    metrics = row.get("metrics")
+    if metrics is not None and not isinstance(metrics, dict):
+        return "its metrics are not a mapping"
+    for name, value in (metrics or {}).items():
+        if not _is_number(value):
+            return f"metric {_clip(name)} is {_clip(json.dumps(value))}, not a finite number"
+    for name in NUMERIC_FIELDS:
+        value = row.get(name)
+        if value is not None and not _is_number(value):
+            return f"{name} is {_clip(json.dumps(value))}, not a finite number"
+    return None
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def read_json_file(path: Path, what: str = "run configuration") -> dict[str, Any]:

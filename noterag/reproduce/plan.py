@@ -19,6 +19,7 @@ sample questions against the simulated endpoint) times the run's questions.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -190,9 +191,8 @@ def make_plan(
             name = None
             if reason is None:
                 assert row.method is not None  # skip_reason's
-                name = run_name(column.dataset, row.method, profile_of(row), row.settings)
-                if row.retrieval == "dense":
-                    name = _safe(f"{name}.dense")
+                name = run_name(column.dataset, row.method, profile_of(row), row.settings,
+                                dense=row.retrieval == "dense")  # fmt: skip
                 run = runs.get(name)
                 if run is None:
                     ds = table.datasets[column.dataset]
@@ -253,11 +253,69 @@ def profile_of(row: Row) -> str:
     return row.profile or "paper"
 
 
-def run_name(dataset: str, method: str, profile: str, settings: dict[str, Any]) -> str:
-    """A run's directory name, from its identity: ``hotpotqa.deepnote.official.top_k=5``."""
+def run_name(
+    dataset: str, method: str, profile: str, settings: dict[str, Any], *, dense: bool = False
+) -> str:
+    """A run's directory name, from its identity: ``hotpotqa.deepnote.official.top_k=5``
+    (``.dense`` after it for a row on the dense retriever).
+
+    Names are injective: two runs that differ in anything (a setting's punctuation too) never
+    share a directory, so a row is never scored from another row's run. The readable name is
+    the identity itself where it can be read back unambiguously (``_readable_is_exact``: plain
+    names, numbers, booleans and plain words as values, the shipped tables' every run), and
+    keeps the name earlier versions gave such runs, so their directories resume. Anything else
+    (a value with spaces or punctuation, a list, a key with a dot) loses information in a file
+    name: its name is a shortened readable part and ``.h-`` with a hash of the whole identity.
+    """
+    readable = _readable_name(dataset, method, profile, settings, dense=dense)
+    if _readable_is_exact(dataset, method, profile, settings) and len(readable) <= _MAX_NAME:
+        return readable
+    identity = json.dumps(
+        [dataset, method, profile, settings, dense], sort_keys=True, ensure_ascii=False
+    )
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
+    return f"{readable[: _MAX_NAME - 16].rstrip('._-')}.h-{digest}"
+
+
+def _readable_name(
+    dataset: str, method: str, profile: str, settings: dict[str, Any], *, dense: bool = False
+) -> str:
+    """The identity as a file name, every run of other characters as one ``_`` (the only name
+    before names became injective: what ``_earlier_dir`` looks for)."""
     parts = [dataset, method, profile]
     parts += [f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(settings.items())]
-    return _safe(".".join(parts))
+    readable = _safe(".".join(parts))
+    return _safe(f"{readable}.dense") if dense else readable
+
+
+# A file name's room (255 bytes on most filesystems), less a shard's suffix (.shard-I-of-N).
+_MAX_NAME = 200
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_WORD = re.compile(r"[A-Za-z0-9_-]*[A-Za-z0-9-]")  # a string value, written "_word" in a name
+_NUMBER_TEXT = re.compile(r"-?[0-9][0-9.eE-]*")
+
+
+def _readable_is_exact(dataset: str, method: str, profile: str, settings: dict[str, Any]) -> bool:
+    """Whether the readable name can be read back into exactly this identity: the names and
+    keys plain (no ``.`` or ``=``, which separate the parts), every value a number, a boolean,
+    null or a plain word (``"deepnote"`` is written ``_deepnote``; one ending in ``_`` would
+    lose it to the name's trimmed end). A hashed name always ends in ``.h-<hex>``, which no
+    readable name does (its last part holds ``=``, is a profile after exactly two parts, a
+    number's digits or ``dense``)."""
+    if not all(_PLAIN.fullmatch(name) for name in (dataset, method, profile, *settings)):
+        return False
+    for value in settings.values():
+        if isinstance(value, str):
+            if not _WORD.fullmatch(value):
+                return False
+        elif isinstance(value, bool) or value is None:
+            continue
+        elif isinstance(value, int | float):
+            if not _NUMBER_TEXT.fullmatch(json.dumps(value)):
+                return False  # inf, nan, 1e+20
+        else:
+            return False
+    return True
 
 
 def published_value(value: str | None) -> float | None:
@@ -337,6 +395,7 @@ def _planned(
             missing.append(_missing(key, ds.questions, data))
         index = _index_spec(key, ds, data, missing, dense=row.retrieval == "dense")
     n = _count(questions, limit) if questions.exists() else None
+    run_dir = _earlier_dir(model_dir, name, key, row, questions) or model_dir / name
     return PlannedRun(
         name=name,
         method=row.method,
@@ -347,10 +406,39 @@ def _planned(
         questions=str(questions),
         n_questions=n,
         index=index,
-        run_dir=str(model_dir / name),
+        run_dir=str(run_dir),
         estimate=estimate(row.method, profile, n),
         missing=missing,
     )
+
+
+def _earlier_dir(model_dir: Path, name: str, key: str, row: Row, questions: Path) -> Path | None:
+    """The directory an earlier noterag gave this run, where its name now has a hash
+    (``run_name``) and only that directory exists: used if its run.json is this very run
+    (method, settings, questions), so a run started before the names became injective
+    resumes. Another row's run that shared the old name is never picked up."""
+    if not name.rsplit(".", 1)[-1].startswith("h-") or (model_dir / name).exists():
+        return None
+    assert row.method is not None
+    from noterag.eval.runs import RUN_FILE, RunDirError, read_json_file
+
+    legacy = _readable_name(
+        key, row.method, profile_of(row), row.settings, dense=row.retrieval == "dense"
+    )
+    old = model_dir / legacy
+    if not (old / RUN_FILE).is_file():
+        return None
+    try:
+        config = read_json_file(old / RUN_FILE)
+    except RunDirError:
+        return None
+    context = json.loads(json.dumps(row.settings | {"profile": profile_of(row)}))
+    same = (
+        config.get("method") == row.method
+        and config.get("context") == context
+        and config.get("dataset") == str(questions.expanduser().resolve())
+    )
+    return old if same else None
 
 
 def _index_spec(

@@ -13,16 +13,18 @@ questions (a smoke run) the interval is wide or, below two questions, absent: re
 from __future__ import annotations
 
 import io
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from noterag._fs import atomic_write_bytes, atomic_write_json, atomic_write_text
+from noterag._fs import atomic_write_bytes, atomic_write_text
 from noterag.errors import NoteragError
 from noterag.reproduce.plan import Cell, Plan
 from noterag.reproduce.run import Outcome
+from noterag.terminal import terminal_safe_json
 
 AVG = "avg"
 MARK = "*"
@@ -180,15 +182,22 @@ def legends(results: Sequence[CellResult]) -> list[str]:
 
 
 def markdown(plan: Plan, results: Sequence[CellResult]) -> str:
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    """table.md. Text from the table file (labels, reasons, the title) is written
+    ``printable``: a ``cat table.md`` meets no escape sequence."""
+    from noterag.terminal import printable
 
-    lines = [f"# {caption(plan)}", "", line(HEADINGS), line(["---"] * len(HEADINGS))]
+    def one_line(text: str) -> str:
+        return " ".join(printable(text).split())
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(one_line(c).replace("|", "\\|") for c in cells) + " |"
+
+    lines = [f"# {one_line(caption(plan))}", "", line(HEADINGS), line(["---"] * len(HEADINGS))]
     lines += [line(_cells_text(r)) for r in results]
     lines += ["", *legends(results)]
     if plan.skipped:
         lines += ["", "Skipped rows:", ""]
-        lines += [f"- {s.label} ({s.row}): {s.reason}" for s in plan.skipped]
+        lines += [one_line(f"- {s.label} ({s.row}): {s.reason}") for s in plan.skipped]
     return "\n".join(lines) + "\n"
 
 
@@ -257,13 +266,15 @@ def plot_png(plan: Plan, results: Sequence[CellResult]) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from noterag.eval.report import plot_text
+
     datasets = [d for d in plan.datasets if any(r.cell.dataset == d for r in results)]
     fig, axes = plt.subplots(
         1, max(1, len(datasets)), figsize=(max(6, 4.5 * len(datasets)), 5), squeeze=False
     )
     for ax, dataset in zip(axes[0], datasets):
         mine = [r for r in results if r.cell.dataset == dataset]
-        ticks = [f"{r.row_label}\n{r.column_label}" for r in mine]
+        ticks = [plot_text(f"{r.row_label}\n{r.column_label}") for r in mine]
         xs = list(range(len(mine)))
         ax.scatter(xs, [r.cell.published_value for r in mine], marker="x", color="C0",
                    label="published", zorder=3)  # fmt: skip
@@ -277,12 +288,13 @@ def plot_png(plan: Plan, results: Sequence[CellResult]) -> bytes:
                         label=label)  # fmt: skip
             label = None
         ax.set_xticks(xs, ticks, rotation=90, fontsize=7)
-        ax.set_title(plan.table.datasets[dataset].name)
+        ax.set_title(plot_text(plan.table.datasets[dataset].name))
         ax.set_ylabel("%")
         ax.set_ylim(-3, 103)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0][0].legend(loc="upper right", fontsize=8)
-    fig.suptitle(f"{plan.table.id}: published ({plan.backbone}) vs ours ({plan.model})", fontsize=9)
+    title = f"{plan.table.id}: published ({plan.backbone}) vs ours ({plan.model})"
+    fig.suptitle(plot_text(title), fontsize=9)
     fig.tight_layout()
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=110)
@@ -301,7 +313,9 @@ def write_outputs(
     folder.mkdir(parents=True, exist_ok=True)
     md, js, png = (folder / name for name in FILES)
     atomic_write_text(md, markdown(plan, results))
-    atomic_write_json(js, as_json(plan, results, outcomes))
+    # the data whole, its C1 controls escaped (as --json prints it): nothing raw for a terminal
+    text = json.dumps(as_json(plan, results, outcomes), ensure_ascii=False, indent=2)
+    atomic_write_text(js, terminal_safe_json(text) + "\n")
     atomic_write_bytes(png, plot_png(plan, results))
     return [md, js, png]
 

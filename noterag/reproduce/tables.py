@@ -17,11 +17,11 @@ import os
 import re
 from functools import cache
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from noterag.errors import ConfigError
 
@@ -65,15 +65,44 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _inside_data(path: str) -> str:
+    """``path`` if it stays inside --data DIR: relative, without a ``..`` part. A table file is
+    text from anywhere (``--tables``); it names files under the user's --data, never
+    ``/etc/...`` or ``../../elsewhere``."""
+    parts = PurePosixPath(path.replace("\\", "/")).parts
+    if not path.strip() or path.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", path):
+        raise ValueError("a path must be relative to --data DIR (not absolute, not empty)")
+    if ".." in parts:
+        raise ValueError("a path must stay inside --data DIR (no '..' part)")
+    return path
+
+
+def _spec_inside_data(spec: str | None) -> str | None:
+    """A retriever spec whose local paths all start with ``{data}/`` and have no ``..`` part
+    (a URL, e.g. an Elasticsearch one, is not a path and is left as it is)."""
+    if spec is None:
+        return None
+    for part in spec.split(","):
+        target = part.split(":", 1)[1] if ":" in part else part
+        if "://" in target:
+            continue
+        if not target.startswith("{data}/"):
+            raise ValueError("a retriever spec's path must start with {data}/ (inside --data DIR)")
+        _inside_data(target.removeprefix("{data}/"))
+    return spec
+
+
 class Input(_Strict):
     """A file or directory a run needs, kept by the user under ``--data DIR``."""
 
-    path: str = Field(description="where it lives, relative to --data DIR")
+    path: str = Field(description="where it lives, relative to --data DIR (no '..' part)")
     what: str = Field(description="one line: what it is")
     source: str | None = Field(None, description="where it is downloaded from (URL, repository)")
     command: str | None = Field(
         None, description="the command that makes it from other inputs, e.g. `noterag index ...`"
     )
+
+    _path = field_validator("path")(_inside_data)
 
 
 class Dataset(_Strict):
@@ -95,6 +124,8 @@ class Dataset(_Strict):
     dense_retriever_spec: str | None = Field(
         None, description="our spec of that dense retriever (rows with retrieval: dense)"
     )
+
+    _specs = field_validator("retriever_spec", "dense_retriever_spec")(_spec_inside_data)
 
 
 class Column(_Strict):
@@ -248,22 +279,124 @@ def _read_table(name: str, directory: str | os.PathLike[str] | None) -> Table:
         data = _read(name, directory)
         # a dataset written {same_as: <table>} is that table's entry (one paper's datasets are
         # written once, in its first table)
-        for key, dataset in list(data.get("datasets", {}).items()):
+        datasets = data.get("datasets")
+        for key, dataset in list(datasets.items() if isinstance(datasets, dict) else []):
             if isinstance(dataset, dict) and set(dataset) == {"same_as"}:
-                data["datasets"][key] = _read(dataset["same_as"], directory)["datasets"][key]
+                other = dataset["same_as"]
+                if not isinstance(other, str) or other not in names:
+                    raise ValueError(f"dataset {_short(key)}: same_as names no table of the folder")
+                data["datasets"][key] = _read(other, directory)["datasets"][key]
         return Table.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {_validation_line(exc)}") from None
     except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
-        # a broken file: name it (pydantic's message lists the fields)
-        raise ConfigError(f"{where}: {_one_line(exc)}") from None
+        # a broken file: name it, and what is wrong, never its content (see _error_line)
+        raise ConfigError(f"{where}: {_error_line(exc)}") from None
+
+
+# The most a table file may hold: the shipped ones are under 20 kB.
+MAX_TABLE_BYTES = 1 << 20
+
+
+# The most values (scalars, lists, mappings) a table file may expand to, aliases counted at
+# every place they stand: the shipped tables hold a few thousand. YAML aliases themselves are
+# fine (``yaml.safe_dump`` writes them for a value used twice), but ten anchors of ten aliases
+# each are 10^10 values (an "alias bomb") to validate, and to print in an error.
+MAX_TABLE_VALUES = 200_000
 
 
 def _read(name: str, directory: str | os.PathLike[str] | None) -> dict[str, Any]:
-    text = _folder(directory).joinpath(f"{name}.yaml").read_text("utf-8")
-    data = yaml.safe_load(text)
+    with _folder(directory).joinpath(f"{name}.yaml").open("rb") as handle:
+        raw = handle.read(MAX_TABLE_BYTES + 1)
+    if len(raw) > MAX_TABLE_BYTES:
+        raise ValueError(f"over the {MAX_TABLE_BYTES >> 20} MiB limit for a table file")
+    # yaml.safe_load, in its two steps: the node graph (aliases are shared nodes, so its size
+    # is the file's), then its values, built only once the graph's expanded size is known
+    loader = yaml.SafeLoader(raw.decode("utf-8"))
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _check_expanded_size(node)
+        data = loader.construct_document(node) if node is not None else None
+    except RecursionError:
+        raise ValueError("nested too deeply for a table file") from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise TypeError("a table file is a mapping")
     return data
 
 
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Refuse a node graph that expands to over ``MAX_TABLE_VALUES`` values, or refers to
+    itself: counted once per node (a depth-first walk, each shared node's size kept), so the
+    count costs the file's size, not the expansion's."""
+    size: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, closing = stack.pop()
+        key = id(node)
+        if closing:
+            open_nodes.discard(key)
+            size[key] = 1 + sum(size[id(child)] for child in _children(node))
+            if size[key] > MAX_TABLE_VALUES:
+                raise ValueError(
+                    f"it expands to over {MAX_TABLE_VALUES:,} values through YAML aliases "
+                    "(*name); a table file holds a few thousand"
+                )
+            continue
+        if key in size:
+            continue
+        if key in open_nodes:
+            mark = node.start_mark
+            raise ValueError(f"line {mark.line + 1}: a YAML alias refers to a value holding it")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in size)
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` on one line and at most ``limit`` characters: text from the file (a key, a
+    row id) is quoted in a message, never whole."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _short(value: Any) -> str:
+    return repr(_clip(str(value), 60))
+
+
+def _validation_line(exc: ValidationError) -> str:
+    """Pydantic's errors as one line of "where: what" (without the offending input, which may
+    be huge or hostile: pydantic's own message quotes it)."""
+    errors = exc.errors(include_input=False, include_url=False, include_context=False)
+    shown = [
+        f"{'.'.join(_clip(str(part), 40) for part in e['loc']) or 'the table'}: "
+        f"{_clip(e['msg'], 200)}"
+        for e in errors[:5]
+    ]
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return "; ".join(shown) + more
+
+
+def _error_line(exc: BaseException) -> str:
+    """What is wrong, in one bounded line. A YAML error says where (line, column) and what,
+    without the snippet of the file PyYAML's message quotes."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        return where + _clip(exc.problem or exc.context or "not valid YAML", 200)
+    if isinstance(exc, KeyError):
+        return f"no {_short(exc.args[0] if exc.args else '?')} where one is needed"
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    return _clip(str(exc), 300)
