@@ -52,16 +52,19 @@ def recursion_cap(method: str | None) -> int:
 
 @functools.cache
 def _caps() -> dict[str, int]:
-    # A method's nodes are its wiring's: build each graph once, with a model that is never
-    # called (the server has imported the graph modules already; this is milliseconds each).
+    # A method's nodes are its wiring's: build each graph once, with a model and a retriever
+    # that are never called (not the server's: its index may take minutes to load; the server
+    # has imported the graph modules already, so this is milliseconds each).
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.runnables import RunnableLambda
 
     from noterag.graphs.assemble import build
     from noterag.methods import METHODS
 
     model = FakeListChatModel(responses=[""])
+    nothing = RunnableLambda(lambda query: [])
     return {
-        name: len(build(spec, model, None).nodes) * (MOST_STEPS + 2)
+        name: len(build(spec, model, nothing).nodes) * (MOST_STEPS + 2)
         for name, spec in METHODS.items()
     }
 

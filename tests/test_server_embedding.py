@@ -33,7 +33,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Hold
 
     model = HoldingModel(hold="none")
     sim, sim_url = start(model)
-    env = {"NOTERAG_MODEL": f"openai:sim@{sim_url}", "NOTERAG_SKIP_MODEL_CHECK": "1"}
+    # the operator opens state writes: "update the state, continue" (Studio's edit) needs them
+    env = {"NOTERAG_MODEL": f"openai:sim@{sim_url}", "NOTERAG_SKIP_MODEL_CHECK": "1",
+           "NOTERAG_ALLOW_STATE_WRITES": "1"}  # fmt: skip
     server = serve(tmp_path_factory, env)
     try:
         url = next(server)
