@@ -18,6 +18,7 @@ SPEC = declare(
     steps=(),
     prompts=baselines.NO_RETRIEVAL,
     trace_view="none",
+    retrieves=False,
 )
 
 build = builder(SPEC)

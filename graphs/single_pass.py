@@ -63,6 +63,7 @@ def declare(
     steps: Sequence[Callable[..., Any]],
     prompts: Any,
     trace_view: str,
+    retrieves: bool = True,
 ) -> MethodSpec:
     """A single-pass baseline's ``MethodSpec``: the baselines' settings and schemas, one model
     role (the answer), ``wiring(steps)``, and ``prompts`` for both profiles: the papers print no
@@ -80,5 +81,6 @@ def declare(
         prompts={"paper": prompts, "official": prompts},
         wire=wiring(steps),
         trace_view=trace_view,
+        retrieves=retrieves,
         official_code="adaptive-note",
     )

@@ -198,6 +198,9 @@ class MethodSpec:
     # the trace page's layout: a built-in one ("note", "amber", "resp", "single", "generic") or
     # Jinja2 template source for the step cards (noterag.trace)
     trace_view: str = "generic"
+    # whether it searches a retriever: False for a closed-book method (no-retrieval), whose
+    # reproduce runs need no index or corpus
+    retrieves: bool = True
     # custom event type -> its CLI progress line, beside the generic ones (noterag.cli.render)
     progress: Mapping[str, ProgressLine] = field(default_factory=dict)
     # the tasks it answers, when its answer prompts do not say (noterag.tasks checks a run's

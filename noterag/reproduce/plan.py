@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from noterag.errors import ConfigError, NoteragError
-from noterag.reproduce.tables import Dataset, Input, Row, Table
+from noterag.reproduce.tables import UNSCORED_METRICS, Dataset, Input, Row, Table, published_number
 
 SAMPLE = "sample"
 SAMPLE_INDEX = "sample-index"  # OUT/sample-index: noterag.sample.sample_index(OUT) builds it
-_NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 
 
@@ -93,7 +92,11 @@ class Cell:
     metric: str
     published: str | None  # as printed
     published_value: float | None
-    run: str | None  # the run giving our value; None: a skipped row
+    run: str | None  # the run giving our value; None: a skipped row, or a metric not scored
+    # why ours is not compared with the printed value (the table's Column.not_comparable): shown,
+    # never starred, never given a Δ
+    not_comparable: str | None = None
+    unscored: str | None = None  # why noterag does not compute this metric (UNSCORED_METRICS)
 
 
 @dataclass(frozen=True)
@@ -182,14 +185,17 @@ def make_plan(
             )
         if reason is not None:
             skipped.append(Skipped(row.id, row.label, reason))
-        for column, value in table.cells(row):
+        printed = row  # `row` below: as run on each column's dataset (its settings added)
+        for column, value in table.cells(printed):
+            row = with_dataset_settings(printed, table.datasets[column.dataset])
             if column.dataset not in chosen_datasets:
                 continue
             if column.backbone not in (None, backbone):  # a column of another backbone
                 continue
             i = table.columns.index(column)
             name = None
-            if reason is None:
+            unscored = UNSCORED_METRICS.get(column.metric)
+            if reason is None and unscored is None:  # never a run for cells it cannot fill
                 assert row.method is not None  # skip_reason's
                 name = run_name(column.dataset, row.method, profile_of(row), row.settings,
                                 dense=row.retrieval == "dense")  # fmt: skip
@@ -203,7 +209,17 @@ def make_plan(
                     run.rows.append(row.id)
                 runs[name] = run
             cells.append(
-                Cell(row.id, i, column.dataset, column.metric, value, published_value(value), name)
+                Cell(
+                    row.id,
+                    i,
+                    column.dataset,
+                    column.metric,
+                    value,
+                    published_value(value),
+                    name,
+                    column.not_comparable,
+                    unscored,
+                )
             )
     return Plan(
         table=table,
@@ -246,6 +262,14 @@ def skip_reason(row: Row) -> str | None:
     except NoteragError as exc:
         return f"its settings are not {row.method}'s: {exc}"
     return None
+
+
+def with_dataset_settings(row: Row, ds: Dataset) -> Row:
+    """``row`` as run on dataset ``ds``: the dataset's settings (Adaptive-Note's CRUD top_k 2,
+    ReSP's max_tokens 200) under the row's own, which win."""
+    if not ds.settings or ds.settings.items() <= row.settings.items():
+        return row
+    return row.model_copy(update={"settings": ds.settings | row.settings})
 
 
 def profile_of(row: Row) -> str:
@@ -319,11 +343,12 @@ def _readable_is_exact(dataset: str, method: str, profile: str, settings: dict[s
 
 
 def published_value(value: str | None) -> float | None:
-    """A printed cell as a number: ``"14.6↑"`` → 14.6; ``None`` ("-" in the paper) → None."""
-    if value is None:
+    """A printed cell as a number (``tables.published_number``, the one parser): ``"14.6↑"`` →
+    14.6, ``"(13.9↑)"`` → 13.9; ``None`` ("-" in the paper) or a text with no number → None."""
+    try:
+        return published_number(value)
+    except ValueError:  # a user's table may print text ("n/a"): shown, not compared
         return None
-    match = _NUMBER.match(value)
-    return float(match.group(1)) if match else None
 
 
 # --------------------------------------------------------------------------- selection
@@ -388,12 +413,15 @@ def _planned(
         from noterag.sample import sample_questions_path
 
         questions = sample_questions_path()
-        index = f"bm25:{out / SAMPLE_INDEX}"
+        index = sample_index_spec(out)
     else:
         questions = data / ds.questions.path
         if not questions.exists():
             missing.append(_missing(key, ds.questions, data))
-        index = _index_spec(key, ds, data, missing, dense=row.retrieval == "dense")
+        if retrieves(row.method):
+            index = _index_spec(key, ds, data, missing, dense=row.retrieval == "dense")
+        else:  # closed book: no index, no corpus; the sample index stands in, never searched
+            index = sample_index_spec(out)
     n = _count(questions, limit) if questions.exists() else None
     run_dir = _earlier_dir(model_dir, name, key, row, questions) or model_dir / name
     return PlannedRun(
@@ -410,6 +438,19 @@ def _planned(
         estimate=estimate(row.method, profile, n),
         missing=missing,
     )
+
+
+def sample_index_spec(out: Path) -> str:
+    """The spec of the sample index built once into ``OUT/sample-index`` (``run.execute``)."""
+    return f"bm25:{out / SAMPLE_INDEX}"
+
+
+def retrieves(method: str) -> bool:
+    """Whether ``method`` searches a retriever (``MethodSpec.retrieves``): a closed-book run
+    needs no index or corpus."""
+    from noterag.methods import METHODS
+
+    return METHODS[method].retrieves
 
 
 def _earlier_dir(model_dir: Path, name: str, key: str, row: Row, questions: Path) -> Path | None:

@@ -45,15 +45,18 @@ class CellResult:
 
     @property
     def delta(self) -> float | None:
-        if self.ours is None or self.cell.published_value is None:
+        if self.ours is None or self.cell.published_value is None or self.cell.not_comparable:
             return None
         return self.ours - self.cell.published_value
 
     @property
     def outside(self) -> bool | None:
-        """Whether the published value lies outside our interval (None: not decidable)."""
+        """Whether the published value lies outside our interval (None: not decidable, or the
+        cell not comparable)."""
         published = self.cell.published_value
         if published is None or self.ci_low is None or self.ci_high is None:
+            return None
+        if self.cell.not_comparable:
             return None
         return not self.ci_low <= published <= self.ci_high
 
@@ -74,7 +77,9 @@ def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
         outcome = by_run.get(cell.run) if cell.run else None
         ours = low = high = None
         n = expected = 0
-        if outcome is None:
+        if cell.unscored and cell.row not in skipped:
+            note = f"not scored: {cell.unscored}"
+        elif outcome is None:
             note = f"skipped: {skipped.get(cell.row, 'not run')}"
         elif outcome.status == "blocked":
             note = "inputs missing (see the plan)"
@@ -98,6 +103,8 @@ def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
                 if failed:
                     notes.append(f"{failed} {FAILED}")
                 note = "; ".join(notes)
+        if cell.not_comparable:
+            note = "; ".join(filter(None, [f"{NOT_COMPARABLE}: {cell.not_comparable}", note]))
         results.append(
             CellResult(cell, row_label, column_label, ours, low, high, n, expected, note)
         )
@@ -172,13 +179,20 @@ def caption(plan: Plan) -> str:
 
 LEGEND = f"{MARK} the published value lies outside our 95% bootstrap interval over questions."
 FAILED = "failed"
+NOT_COMPARABLE = "not comparable"
+NOT_COMPARABLE_LEGEND = (
+    "not comparable: the paper's value is shown, ours beside it, with no Δ and never starred."
+)
 FAILED_LEGEND = "failed questions count 0; `noterag reproduce ... --retry-errors` asks them again."
 
 
 def legends(results: Sequence[CellResult]) -> list[str]:
     """The lines under the table: the mark, and what to do about failed questions if any."""
     failed = any(FAILED in r.note for r in results)
-    return [LEGEND] + ([FAILED_LEGEND] if failed else [])
+    apart = any(r.cell.not_comparable for r in results)
+    return (
+        [LEGEND] + ([FAILED_LEGEND] if failed else []) + ([NOT_COMPARABLE_LEGEND] if apart else [])
+    )
 
 
 def markdown(plan: Plan, results: Sequence[CellResult]) -> str:
@@ -276,8 +290,22 @@ def plot_png(plan: Plan, results: Sequence[CellResult]) -> bytes:
         mine = [r for r in results if r.cell.dataset == dataset]
         ticks = [plot_text(f"{r.row_label}\n{r.column_label}") for r in mine]
         xs = list(range(len(mine)))
-        ax.scatter(xs, [r.cell.published_value for r in mine], marker="x", color="C0",
-                   label="published", zorder=3)  # fmt: skip
+        # a cell not comparable: its published value shown grey, apart from the comparable ones
+        fair = [(x, r.cell.published_value) for x, r in zip(xs, mine) if not r.cell.not_comparable]
+        apart = [(x, r.cell.published_value) for x, r in zip(xs, mine) if r.cell.not_comparable]
+        for points, color, name in (
+            (fair, "C0", "published"),
+            (apart, "0.6", "published, not comparable"),
+        ):
+            if points:
+                ax.scatter(
+                    [x for x, _ in points],
+                    [y for _, y in points],
+                    marker="x",
+                    color=color,
+                    label=name,
+                    zorder=3,
+                )
         label: str | None = "ours (95% CI)"  # on the first of ours only: one legend entry
         for x, r in zip(xs, mine):
             if r.ours is None:
@@ -356,6 +384,19 @@ def print_plan(plan: Plan, console: Any) -> None:
         total += f" (and {unknown} runs of unknown cost: inputs missing or not measured)"
     # one line each, however long (paths, commands): never wrapped, so they can be copied
     console.print(text(total, "dim"), soft_wrap=True)
+    unscored: dict[tuple[str, str], list[Cell]] = {}
+    for cell in plan.cells:
+        if cell.unscored and cell.row not in {s.row for s in plan.skipped}:
+            unscored.setdefault((cell.dataset, cell.metric), []).append(cell)
+    for (dataset, metric), cells in unscored.items():
+        line = f"not run: {len(cells)} {dataset} {metric} cells, not scored: {cells[0].unscored}"
+        console.print(text(line, "yellow"), soft_wrap=True)
+    for cell in plan.cells:
+        if cell.not_comparable:
+            label = f"{plan.table.row_title(cell.row)} / {cell.dataset} {cell.metric}"
+            line = f"not comparable: {label}: {cell.not_comparable}"
+            console.print(text(line, "yellow"), soft_wrap=True)
+            break  # one line says it for the column; table.md notes every cell
     for s in plan.skipped:
         console.print(text(f"skipped {s.label} ({s.row}): {s.reason}", "yellow"), soft_wrap=True)
     for m in plan.missing:

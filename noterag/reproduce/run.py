@@ -21,7 +21,7 @@ from typing import Any
 
 from noterag.eval.report import Summary
 from noterag.eval.runs import RUN_FILE, RunDirError, read_run
-from noterag.reproduce.plan import Plan, PlannedRun
+from noterag.reproduce.plan import Plan, PlannedRun, sample_index_spec
 
 CACHE_FILE = "llm-cache.sqlite"
 
@@ -134,7 +134,7 @@ def _execute(
         if not retry_errors and is_finished(run, run_dir, ids, plan.model):
             outcomes.append(Outcome(run, run_dir, ids, "finished"))
             continue
-        if plan.data is None:
+        if run.index == sample_index_spec(plan.out):  # the smoke run's, or a closed-book run's
             from noterag.sample import sample_index
 
             sample_index(plan.out)  # built once, beside the runs

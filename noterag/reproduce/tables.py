@@ -38,12 +38,18 @@ REQUIREMENTS: dict[str, str] = {
     "(Row.role_backbones)",
 }
 
-# Published metrics noterag does not compute: their cells are shown, never scored.
+# Published metrics noterag does not compute: their cells are shown, never scored, and no run
+# is made for them (a run whose every cell is one of these would spend model calls for nothing).
+# CRUD's four are RAGQuestEval's (thunlp/Adaptive-Note src/metrics_questeval_crud.py, after
+# IAAR-Shanghai/CRUD_RAG): gpt-3.5-turbo-0125 answers the reference's questions from the output,
+# and the token F1/P/R compare those model answers (jieba tokens) with the reference's own, so
+# none of them is computable without that scoring model.
+_RAGQUESTEVAL = "a GPT model answers the reference's questions from the output (Adaptive-Note §4, Appendix C; thunlp/Adaptive-Note src/metrics_questeval_crud.py)"
 UNSCORED_METRICS: dict[str, str] = {
-    "q_r": "CRUD's RAGQuestEval question-level recall (scored by a GPT model; Adaptive-Note Appendix C)",
-    "t_r": "CRUD's RAGQuestEval token-level recall",
-    "t_p": "CRUD's RAGQuestEval token-level precision",
-    "t_f1": "CRUD's RAGQuestEval token-level F1",
+    "q_r": f"CRUD's RAGQuestEval question-level recall: {_RAGQUESTEVAL}",
+    "t_r": f"CRUD's RAGQuestEval token-level recall over answers {_RAGQUESTEVAL}",
+    "t_p": f"CRUD's RAGQuestEval token-level precision over answers {_RAGQUESTEVAL}",
+    "t_f1": f"CRUD's RAGQuestEval token-level F1 over answers {_RAGQUESTEVAL}",
     "minutes": "wall-clock minutes for the paper's run (hardware-bound)",
 }
 
@@ -124,6 +130,11 @@ class Dataset(_Strict):
     dense_retriever_spec: str | None = Field(
         None, description="our spec of that dense retriever (rows with retrieval: dense)"
     )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="settings every run on this dataset takes where its row sets none of its "
+        "own (Adaptive-Note's CRUD runs: top_k 2; ReSP's runs: max_tokens 200)",
+    )
 
     _specs = field_validator("retriever_spec", "dense_retriever_spec")(_spec_inside_data)
 
@@ -136,6 +147,11 @@ class Column(_Strict):
         None,
         description="where a table's columns differ by backbone (Amber Table 2): this column's, "
         "which overrides the row's",
+    )
+    not_comparable: str | None = Field(
+        None,
+        description="why our value cannot be compared with the printed one (e.g. the paper "
+        "does not say what it averaged): the cell is shown, never starred, never given a Δ",
     )
 
 

@@ -1,0 +1,229 @@
+"""`noterag reproduce`: every planned run is the paper's run, every cell compared fairly (issue 34).
+
+- ASQA's avg. in DeepNote's tables is not comparable (the paper never says what it averages):
+  shown, never starred, never given a Δ, in the table, the JSON and the plot.
+- CRUD runs take top-k 2 (Adaptive-Note §4); CRUD's RAGQuestEval cells and ReSP's minutes are
+  not scored, so no run is made for them.
+- Every ReSP-table run caps replies at 200 tokens (ReSP §5.2).
+- A printed cell's number is read by one parser (``tables.published_number``).
+- A closed-book row needs its questions only, not the retrieval inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from noterag.context import resolve_context
+from noterag.methods import METHODS
+from noterag.reproduce import report
+from noterag.reproduce.plan import make_plan, sample_index_spec, with_dataset_settings
+from noterag.reproduce.run import execute
+from noterag.reproduce.tables import UNSCORED_METRICS, load_table, published_number, table_names
+from noterag.sample import sample_questions, sample_questions_path
+from scripted import ScriptedModel
+
+DEEPNOTE_ASQA = [n for n in table_names() if n.startswith("deepnote-")]
+
+
+# --------------------------------------------------------------------------- 1. ASQA avg.
+
+
+def test_every_asqa_avg_column_of_deepnote_says_why_it_is_not_comparable() -> None:
+    found = 0
+    for name in DEEPNOTE_ASQA:
+        for column in load_table(name).columns:
+            if column.dataset == "asqa" and column.metric == "avg":
+                assert column.not_comparable and "eval.py" in column.not_comparable
+                found += 1
+            else:  # every other column, the multi-hop avg. included, is compared
+                assert column.not_comparable is None, (name, column.label)
+    assert found == 6  # Tables 1, 2, 4, 5, 6, 7
+
+
+def test_the_printed_asqa_avg_is_not_the_mean_of_str_em_and_str_hit() -> None:
+    # the evidence the table files cite: in most of Table 1's rows the printed avg. is far from
+    # mean(str-em, str-hit), the only average the official columns allow
+    table = load_table("deepnote-table1")
+    off = 0
+    for row in table.rows:
+        if row.kind == "derived":
+            continue
+        cells = {c.metric: published_number(v) for c, v in table.cells(row) if c.dataset == "asqa"}
+        if None in cells.values():
+            continue
+        if abs((cells["str_em"] + cells["str_hit"]) / 2 - cells["avg"]) > 3:
+            off += 1
+    assert off >= 14
+
+
+def _result(cell: report.Cell, ours: float, low: float, high: float) -> report.CellResult:
+    return report.CellResult(cell, cell.row, cell.metric, ours, low, high, 500, 500, "")
+
+
+def test_a_not_comparable_cell_is_shown_never_starred_never_given_a_delta(tmp_path: Path) -> None:
+    table = load_table("deepnote-table1")
+    plan = make_plan(table, out=tmp_path, rows=["deepnote-gpt-4o-mini"], datasets=["asqa"])
+    cells = {c.metric: c for c in plan.cells}
+    assert set(cells) == {"str_em", "str_hit", "avg"}
+    avg, str_em = cells["avg"], cells["str_em"]
+    assert avg.not_comparable and str_em.not_comparable is None
+    assert (avg.published, avg.published_value) == ("32.2", 32.2)
+    # ours as mean(str-em, str-hit) = 35.85, its interval far from the printed 32.2; str-em's
+    # interval as far from its printed 48.6: only str-em is starred and given a Δ
+    results = [_result(avg, 35.85, 35.0, 36.7), _result(str_em, 52.0, 51.0, 53.0)]
+    avg_r, em_r = results
+    assert avg_r.delta is None and avg_r.outside is None
+    assert em_r.delta == pytest.approx(52.0 - 48.6) and em_r.outside is True
+    scored = report.score_cells(plan, [])  # no run made: the note still says it
+    assert any(r.cell.metric == "avg" and "not comparable" in r.note for r in scored)
+
+    md = report.markdown(plan, results)
+    avg_line = next(
+        line for line in md.splitlines() if line.startswith("| deepnote-gpt-4o-mini | asqa avg")
+    )
+    em_line = next(line for line in md.splitlines() if "asqa str_em" in line)
+    assert "32.2" in avg_line and "35.9" in avg_line  # shown, both values
+    assert report.MARK not in avg_line and "| – |" in avg_line  # no star, Δ "–"
+    assert em_line.count(report.MARK) == 1 and "+3.4" in em_line
+    assert report.NOT_COMPARABLE_LEGEND in md
+
+    data = report.as_json(plan, results, [])
+    by_metric = {c["metric"]: c for c in data["cells"]}
+    assert by_metric["avg"]["delta"] is None
+    assert by_metric["avg"]["published_outside_ci"] is None
+    assert by_metric["avg"]["not_comparable"] == avg.not_comparable
+    assert by_metric["str_em"]["published_outside_ci"] is True
+    assert report.plot_png(plan, results).startswith(b"\x89PNG")
+
+
+# --------------------------------------------------------------------------- 3. CRUD
+
+
+def test_crud_runs_take_top_k_2_unless_the_row_says_otherwise() -> None:
+    table = load_table("adaptive-note-table1")
+    crud = table.datasets["crud"]
+    assert crud.settings == {"top_k": 2}
+    ours = next(r for r in table.rows if r.id.startswith("ours") or r.method == "adaptive-note")
+    assert "top_k" not in ours.settings
+    assert with_dataset_settings(ours, crud).settings["top_k"] == 2
+    # on another dataset the row keeps its settings (top-k 5, the method's default)
+    assert with_dataset_settings(ours, table.datasets["hotpotqa"]) == ours
+    a1 = load_table("adaptive-note-tableA1")
+    top3 = next(r for r in a1.rows if r.id == "crud-vanilla-top3")
+    assert with_dataset_settings(top3, a1.datasets["crud"]).settings["top_k"] == 3
+
+
+@pytest.mark.parametrize("name", ["adaptive-note-table1", "adaptive-note-tableA1", "resp-table3"])
+def test_no_run_is_made_for_cells_noterag_cannot_score(name: str, tmp_path: Path) -> None:
+    table = load_table(name)
+    unscored = {c.dataset for c in table.columns if c.metric in UNSCORED_METRICS}
+    plan = make_plan(table, out=tmp_path, datasets=sorted(unscored))
+    assert plan.runs == []
+    for cell in plan.cells:
+        assert cell.run is None and cell.unscored == UNSCORED_METRICS[cell.metric]
+    results = report.score_cells(plan, execute(plan, progress=False))
+    skipped = {s.row for s in plan.skipped}
+    notes = {r.note for r in results if r.cell.row not in skipped}
+    assert notes and all(n.startswith("not scored: ") for n in notes)
+
+
+def test_crud_scores_need_a_gpt_model_so_the_reason_says_so() -> None:
+    for metric in ("q_r", "t_r", "t_p", "t_f1"):
+        assert "metrics_questeval_crud.py" in UNSCORED_METRICS[metric]
+
+
+def test_the_dry_run_says_which_cells_are_not_run(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    plan = make_plan(load_table("adaptive-note-table1"), out=tmp_path, datasets=["crud"])
+    console = Console(record=True, width=200)
+    report.print_plan(plan, console)
+    text = console.export_text()
+    assert "0 runs" in text
+    assert "not run: " in text and "crud q_r cells, not scored" in text
+
+
+# --------------------------------------------------------------------------- 4. ReSP
+
+
+@pytest.mark.parametrize("name", ["resp-table2", "resp-table4"])
+def test_every_resp_run_caps_replies_at_200_tokens(name: str, tmp_path: Path) -> None:
+    table = load_table(name)
+    plan = make_plan(table, out=tmp_path, backbone=table.backbones[0])
+    assert plan.runs
+    for run in plan.runs:
+        assert run.settings["max_tokens"] == 200, run.name
+        context = resolve_context(METHODS[run.method].context, run.context)
+        assert context.sampling()["max_tokens"] == 200
+    # and no run of another paper's table is capped so
+    other = make_plan(load_table("deepnote-table1"), out=tmp_path, datasets=["hotpotqa"])
+    assert all("max_tokens" not in run.settings for run in other.runs)
+
+
+# --------------------------------------------------------------------------- 8. one parser
+
+
+@pytest.mark.parametrize("name", table_names())
+def test_every_printed_number_is_the_plans_published_value(name: str, tmp_path: Path) -> None:
+    table = load_table(name)
+    for backbone in table.backbones:
+        plan = make_plan(table, out=tmp_path, backbone=backbone)
+        for cell in plan.cells:
+            if cell.published is None:
+                assert cell.published_value is None
+            else:
+                assert cell.published_value is not None, (cell.row, cell.published)
+                assert cell.published_value == published_number(cell.published)
+
+
+def test_adaptive_note_delta_cells_are_read() -> None:
+    table = load_table("adaptive-note-table1")
+    values = [v for r in table.rows if r.kind == "derived" for _, v in table.cells(r)]
+    bracketed = [v for v in values if v and v.startswith("(")]
+    assert bracketed
+    from noterag.reproduce.plan import published_value
+
+    assert published_value("(13.9↑)") == 13.9
+    assert all(published_value(v) == published_number(v) for v in bracketed)
+
+
+# --------------------------------------------------------------------------- 2. closed book
+
+
+def _only_questions(table_name: str, dataset: str, data: Path) -> None:
+    path = data / load_table(table_name).datasets[dataset].questions.path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(sample_questions_path(), path)
+
+
+def test_a_closed_book_row_needs_its_questions_only(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _only_questions("deepnote-table1", "hotpotqa", data)
+    table = load_table("deepnote-table1")
+    closed = make_plan(table, out=tmp_path / "out", data=data, datasets=["hotpotqa"],
+                       rows=["nor-gpt-4o-mini"])  # fmt: skip
+    assert [r.method for r in closed.runs] == ["no-retrieval"]
+    assert closed.missing == []
+    assert closed.runs[0].index == sample_index_spec(tmp_path / "out")
+    # a retrieving row on the same data still lists the index and the corpus it lacks
+    vanilla = make_plan(table, out=tmp_path / "out", data=data, datasets=["hotpotqa"],
+                        rows=["vanilla-gpt-4o-mini"])  # fmt: skip
+    assert {m.what for m in vanilla.missing} >= {
+        table.datasets["hotpotqa"].index.what,  # type: ignore[union-attr]
+        table.datasets["hotpotqa"].corpus.what,  # type: ignore[union-attr]
+    }
+    # and the closed-book run runs: one call a question, none searched
+    model = ScriptedModel(default="1871")
+    outcomes = execute(closed, model=model, progress=False)
+    assert [o.status for o in outcomes] == ["ran"]
+    assert len(model.calls) == len(sample_questions())
+    rows = [json.loads(x) for x in (Path(closed.runs[0].run_dir) / "results.jsonl").open()]
+    assert len(rows) == len(sample_questions()) and not any(r.get("error") for r in rows)
+
+
+def test_only_the_closed_book_method_declares_it_retrieves_nothing() -> None:
+    assert [name for name in METHODS if not METHODS[name].retrieves] == ["no-retrieval"]
