@@ -95,7 +95,9 @@ class _Answer:
 
 
 class AnswerOnly(Runnable[Any, str]):
-    """``graph`` from a question to its answer's text (``answer_only``)."""
+    """``graph`` from a question to its answer's text (``answer_only``). Extra keyword
+    arguments of ``invoke`` / ``stream`` are not passed on (a run's settings are its context,
+    bound with ``answer_only(graph, context=...)``)."""
 
     def __init__(self, bound: Runnable, name: str) -> None:
         self.bound, self.name = bound, name  # bound: the graph, with the run's context if given
@@ -109,7 +111,7 @@ class AnswerOnly(Runnable[Any, str]):
         return str
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> str:
-        return self._call_with_config(self._invoke, input, ensure_config(config), **kwargs)
+        return self._call_with_config(self._invoke, input, ensure_config(config))
 
     def _invoke(
         self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig
@@ -117,7 +119,7 @@ class AnswerOnly(Runnable[Any, str]):
         return _answer(self.bound.invoke(_as_input(input), config))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> str:
-        return await self._acall_with_config(self._ainvoke, input, ensure_config(config), **kwargs)
+        return await self._acall_with_config(self._ainvoke, input, ensure_config(config))
 
     async def _ainvoke(
         self, input: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
@@ -156,14 +158,12 @@ class AnswerOnly(Runnable[Any, str]):
     def transform(
         self, input: Iterator[Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[str]:
-        yield from self._transform_stream_with_config(input, self._transform, config, **kwargs)
+        yield from self._transform_stream_with_config(input, self._transform, config)
 
     async def atransform(
         self, input: AsyncIterator[Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[str]:
-        async for chunk in self._atransform_stream_with_config(
-            input, self._atransform, config, **kwargs
-        ):
+        async for chunk in self._atransform_stream_with_config(input, self._atransform, config):
             yield chunk
 
     def stream(

@@ -263,3 +263,16 @@ def test_answer_only_streams_the_answer_token_by_token(url: str):
         assert list(chain.stream(QUESTION)) == [chain.invoke(QUESTION)] == ["1871"]
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_answer_only_with_a_model_that_does_not_stream(method: str):
+    """A chat model without streaming (here the scripted one, shaped as the method needs: Self-RAG
+    runs too) gives its answer in one chunk, the same as ``invoke``'s."""
+    from scripted import ScriptedModel
+
+    graph = graph_of(method, ScriptedModel.for_method(method, default="The answer is 1871."))
+    chain = noterag.answer_only(graph, context=context(method)) | StrOutputParser()
+    answer = chain.invoke(QUESTION)
+    assert answer
+    assert list(chain.stream(QUESTION)) == [answer]
