@@ -413,3 +413,20 @@ def test_compare_on_a_string_valued_metric_is_one_line_naming_the_file(tmp_path:
         from noterag.eval.report import compute_summary
 
         compute_summary(tmp_path / "b")
+
+
+def test_a_holder_line_an_older_noterag_wrote_is_shown_redacted_and_short(tmp_path: Path) -> None:
+    import fcntl
+
+    out = tmp_path / "run"
+    out.mkdir()
+    stale = {"pid": 7, "host": "h", "since": "then",
+             "command": "noterag eval --model openai:m@http://u:PW-9@h/v1 " + "-x " * 500}  # fmt: skip
+    (out / LOCK_FILE).write_text(json.dumps(stale) + "\n")
+    with open(out / LOCK_FILE, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as the older noterag's live run would
+        with pytest.raises(RunLockedError) as refused, run_lock(out):
+            pass
+    message = str(refused.value)
+    assert message.startswith(f"{out} is being written by pid 7 on h (noterag eval --model ")
+    assert "PW-9" not in message and len(message) < 400

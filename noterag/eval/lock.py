@@ -35,6 +35,7 @@ from pathlib import Path
 
 from noterag._fs import LinkRefusedError, open_no_follow
 from noterag.errors import NoteragError
+from noterag.redact import redact
 
 LOCK_FILE = ".noterag.lock"
 
@@ -76,10 +77,17 @@ def _describe_holder(fd: int) -> str:
         holder = {}
     if not isinstance(holder, dict) or "pid" not in holder:
         return "another process (it has not said which yet)"
-    return (
-        f"pid {holder.get('pid')} on {holder.get('host', '?')} "
-        f"({holder.get('command', '?')}), since {holder.get('since', '?')}"
-    )
+    # what the file says, short and redacted: a file an older noterag wrote holds a whole
+    # command line (and anyone who can write the directory can write the file)
+    fields = {
+        key: _clip(redact(str(holder.get(key, "?")))) for key in ("pid", "host", "command", "since")
+    }
+    return f"pid {fields['pid']} on {fields['host']} ({fields['command']}), since {fields['since']}"
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @contextmanager
