@@ -347,3 +347,20 @@ def test_review_async() -> None:
 
     assert asyncio.run(run())["answer"] == "1871"
     assert model.prompts_for("answer") == [generator_prompt("ASYNC")]
+
+
+def test_without_a_validated_resume_a_malformed_decision_still_pauses_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The path for langgraph before interrupt(response_schema=...) (tests/pins-lowest.txt)."""
+    from noterag.nodes import human
+
+    monkeypatch.setattr(human, "_VALIDATED_RESUME", False)
+    model = ScriptedModel(script=velmora_script())
+    graph = paused(model, "old")
+    graph.invoke(Command(resume={"decisions": [{"type": "maybe"}]}), thread("old"), context=NOTE)
+    [action] = pending(graph, "old").value["action_requests"]
+    assert action["description"].startswith(NOT_UNDERSTOOD + "resume a review with")
+    edit = {"type": "edit", "edited_action": {"name": "review_note", "args": {"note": "OLD"}}}
+    out = graph.invoke(Command(resume={"decisions": [edit]}), thread("old"), context=NOTE)
+    assert out["best_note"] == "OLD" and model.prompts_for("answer") == [generator_prompt("OLD")]
