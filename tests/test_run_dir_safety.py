@@ -430,3 +430,21 @@ def test_a_holder_line_an_older_noterag_wrote_is_shown_redacted_and_short(tmp_pa
     message = str(refused.value)
     assert message.startswith(f"{out} is being written by pid 7 on h (noterag eval --model ")
     assert "PW-9" not in message and len(message) < 400
+
+
+def test_compare_plots_hostile_labels_without_control_characters_on_stderr(
+    tmp_path: Path,
+) -> None:
+    _write_run(tmp_path / "a", {"em": 50.0, "f1": 60.0})
+    _write_run(tmp_path / "b", {"em": 40.0, "f1": 70.0})
+    config = json.loads((tmp_path / "b" / "run.json").read_text())
+    (tmp_path / "b" / "run.json").write_text(json.dumps(config | {"method": HOSTILE}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "noterag", "compare", str(tmp_path / "a"), str(tmp_path / "b"),
+         "--plot", str(tmp_path / "c.png")],
+        capture_output=True, text=True, timeout=120, check=False, env=os.environ | CLEAN_ENV,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+    for text in (proc.stdout, proc.stderr):
+        assert not any(ord(c) < 0x20 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in text)
