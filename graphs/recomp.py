@@ -45,7 +45,7 @@ from langgraph.graph import END, StateGraph
 from langgraph.runtime import Runtime
 from rich.text import Text
 
-from noterag.context import RunContext, resolve_context
+from noterag.context import RunContext
 from noterag.decision import stop_check
 from noterag.errors import ConfigError
 from noterag.graphs.assemble import builder, server_graph
@@ -56,7 +56,7 @@ from noterag.profiles import Profile
 from noterag.prompts import recomp as prompts
 from noterag.spec import Deps, MethodSpec
 from noterag.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.step import node
+from noterag.step import node, run_context
 
 COMPRESSIONS = ("abstractive", "extractive")
 
@@ -121,7 +121,8 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     recomp_deps = deps if isinstance(deps, RecompDeps) else as_recomp_deps(deps, None)
 
     def compressor(state: Mapping[str, Any], runtime: Runtime[Any]) -> str:
-        ctx: Any = resolve_context(deps.context_schema, runtime.context)
+        # the run's settings, its configurable ones included, as every step reads them
+        ctx: Any = run_context(deps.context_schema, runtime.context)
         return "summarize" if ctx.compression == "abstractive" else "extract"
 
     graph.add_node("retrieve", node(retrieve, deps))

@@ -38,13 +38,12 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
-from noterag.context import resolve_context
 from noterag.errors import ConfigError
 from noterag.models.runnable import reads_original
 from noterag.nodes.retrieve import retrieve as shared_retrieve
 from noterag.spec import Deps
 from noterag.state import Passage
-from noterag.step import Ask, Env, StepGen, both_ways, reply_text
+from noterag.step import Ask, Env, StepGen, both_ways, reply_text, run_context
 
 # A sentence ends after . ! ? and whitespace, not after a one-letter abbreviation such as "J."
 # (FlashRAG's ExtractiveRefiner without its missing word boundary: module docstring)
@@ -126,7 +125,7 @@ def extract(deps: RecompDeps) -> Runnable:
 
     def setting(state: Mapping[str, Any]) -> tuple[Any, Callable[[Any], None], list[str]]:
         runtime = get_runtime()
-        ctx = resolve_context(deps.context_schema, runtime.context)
+        ctx = run_context(deps.context_schema, runtime.context)  # configurable settings too
         return ctx, runtime.stream_writer, split_sentences(state.get("passages") or [])
 
     def done(state: Mapping[str, Any], ctx: Any, emit: Callable[[Any], None],

@@ -40,7 +40,6 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
-from noterag.context import resolve_context
 from noterag.errors import ConfigError
 from noterag.nodes.logprobs import Token, logprob_options, token_logprobs
 from noterag.parsing import fell_back
@@ -55,6 +54,7 @@ from noterag.step import (
     both_ways,
     reply_text,
     retrieval_event,
+    run_context,
     to_passage,
 )
 
@@ -113,7 +113,7 @@ def retrieve(deps: Deps) -> Runnable:
 
     def prepare(state: Mapping[str, Any]) -> tuple[Any, Any, Any, list[tuple[str, str]]]:
         runtime = get_runtime()
-        ctx: Any = resolve_context(deps.context_schema, runtime.context)
+        ctx: Any = run_context(deps.context_schema, runtime.context)  # configurable settings too
         task = state.get("task") or ctx.task
         prompt_set = deps.prompts[deps.profile(ctx, state).name]
         prompt_set.answer_for(task)

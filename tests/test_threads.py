@@ -54,6 +54,11 @@ class HoldingModel(SimModel):
         self.prompts: list[tuple[str, str]] = []  # (stage, prompt) of every request
 
     def reply(self, prompt: str) -> tuple[str, str]:
+        if prompt.rstrip().endswith("Standalone question:"):
+            # a follow-up's rewrite (the sim names no such stage): a question in the
+            # conversation's words; three random capitalised words of the prompt ("Chat History
+            # Human") would be off-topic, and the words asked would stand (noterag.question)
+            return "answer", "Where was the architect of the Velmora Bridge born?"
         stage, text = super().reply(prompt)
         # every new note accepted: the run's path (hence its calls) is known in advance
         return stage, '{"status": "True"}' if stage == "review" else text
