@@ -227,3 +227,33 @@ def test_a_closed_book_row_needs_its_questions_only(tmp_path: Path) -> None:
 
 def test_only_the_closed_book_method_declares_it_retrieves_nothing() -> None:
     assert [name for name in METHODS if not METHODS[name].retrieves] == ["no-retrieval"]
+
+
+# --------------------------------------------------------------------------- 6. which questions
+
+
+def test_amber_reuses_adaptive_note_cells_so_it_runs_on_the_same_question_lists() -> None:
+    amber, note = load_table("amber-table1"), load_table("adaptive-note-table1")
+    printed: dict[tuple[str, str], set[float | None]] = {}
+    for row in note.rows:
+        for column, value in note.cells(row):
+            printed.setdefault((column.dataset, column.metric), set()).add(published_number(value))
+    for row_id in ("vanilla-qwen2-7b", "vanilla-llama3-8b", "adaptive-note"):
+        row = next(r for r in amber.rows if r.id == row_id)
+        for column, value in amber.cells(row):
+            if (column.dataset, column.metric) in {("hotpotqa", "f1"), ("2wikimqa", "f1")}:
+                assert published_number(value) in printed[(column.dataset, column.metric)]
+    for key in ("hotpotqa", "2wikimqa"):
+        mine, theirs = amber.datasets[key].questions, note.datasets[key].questions
+        assert (mine.path, mine.source) == (theirs.path, theirs.source)
+        assert "ircot" in amber.datasets[key].questions.path
+
+
+def test_ircot_corpus_sizes_follow_ircot_not_deepnote_table_9() -> None:
+    for name in ("deepnote-table1", "adaptive-note-table1", "amber-table1"):
+        table = load_table(name)
+        corpus = table.datasets["2wikimqa"].corpus
+        assert corpus is not None and corpus.what.startswith("430,225 paragraphs")
+        if "musique" in table.datasets:
+            musique = table.datasets["musique"].corpus
+            assert musique is not None and musique.what.startswith("139,416 paragraphs")
