@@ -257,3 +257,34 @@ def test_ircot_corpus_sizes_follow_ircot_not_deepnote_table_9() -> None:
         if "musique" in table.datasets:
             musique = table.datasets["musique"].corpus
             assert musique is not None and musique.what.startswith("139,416 paragraphs")
+
+
+# --------------------------------------------------------------------------- 9. the docs
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_the_docs_say_the_official_retrieval_is_the_deepnote_style_as_the_code_does() -> None:
+    from noterag.retrievers.styles import DEEPNOTE
+
+    fields = {name for name, _ in DEEPNOTE.fields}
+    assert {"title_bigram", "title_unescape_bigram", "text_bigram"} <= fields
+    assert DEEPNOTE.rerank_titles and DEEPNOTE.buffer == 50
+    for doc in ("deviations.md", "fidelity.md"):
+        text = " ".join((DOCS / doc).read_text().split())
+        not_reproduced = text.split("Not reproduced", 1)[1].split(".")[0]
+        assert "bigram" not in not_reproduced and "re-rank" not in not_reproduced, doc
+        assert "--style deepnote" in text
+
+
+def test_the_deviations_of_reproduce_match_the_table_files() -> None:
+    text = " ".join((DOCS / "deviations.md").read_text().split())
+    assert "top-k 2" in text and load_table("adaptive-note-table1").datasets["crud"].settings == {
+        "top_k": 2
+    }
+    assert "`max_tokens: 200`" in text
+    assert all(
+        d.settings == {"max_tokens": 200} for d in load_table("resp-table2").datasets.values()
+    )
+    assert "430,225" in text and "139,416" in text

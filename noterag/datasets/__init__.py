@@ -161,8 +161,9 @@ def pool_corpus(
     files IRCoT's ``retriever_server/build_index.py`` indexes, in its order).
 
     Lines are ``{"id", "title", "text"}``, deduplicated on title *and* text (MuSiQue has distinct
-    paragraphs sharing a title; IRCoT's and DeepNote's index scripts dedup on the same pair),
-    in first-seen order. A passage's id is the first 16 hex digits of the SHA-1 of
+    paragraphs sharing a title; IRCoT's build_index.py and DeepNote's index_musique.py dedup on
+    the same pair, DeepNote's index_2wiki.py on the text alone: docs/deviations.md), in
+    first-seen order; a paragraph with blank text is dropped (the official scripts index it). A passage's id is the first 16 hex digits of the SHA-1 of
     ``[title, text]``: the same paragraph gets the same id whatever subset or order it was
     pooled from, so runs over different pools stay comparable.
 
