@@ -44,12 +44,15 @@ REQUIREMENTS: dict[str, str] = {
 # IAAR-Shanghai/CRUD_RAG): gpt-3.5-turbo-0125 answers the reference's questions from the output,
 # and the token F1/P/R compare those model answers (jieba tokens) with the reference's own, so
 # none of them is computable without that scoring model.
-_RAGQUESTEVAL = "a GPT model answers the reference's questions from the output (Adaptive-Note §4, Appendix C; thunlp/Adaptive-Note src/metrics_questeval_crud.py)"
+_RAGQUESTEVAL = (
+    "scored by a GPT model answering the reference's questions from the output (Adaptive-Note §4, "
+    "Appendix C; thunlp/Adaptive-Note src/metrics_questeval_crud.py)"
+)
 UNSCORED_METRICS: dict[str, str] = {
-    "q_r": f"CRUD's RAGQuestEval question-level recall: {_RAGQUESTEVAL}",
-    "t_r": f"CRUD's RAGQuestEval token-level recall over answers {_RAGQUESTEVAL}",
-    "t_p": f"CRUD's RAGQuestEval token-level precision over answers {_RAGQUESTEVAL}",
-    "t_f1": f"CRUD's RAGQuestEval token-level F1 over answers {_RAGQUESTEVAL}",
+    "q_r": f"CRUD's RAGQuestEval question-level recall, {_RAGQUESTEVAL}",
+    "t_r": f"CRUD's RAGQuestEval token-level recall of the answers, {_RAGQUESTEVAL}",
+    "t_p": f"CRUD's RAGQuestEval token-level precision of the answers, {_RAGQUESTEVAL}",
+    "t_f1": f"CRUD's RAGQuestEval token-level F1 of the answers, {_RAGQUESTEVAL}",
     "minutes": "wall-clock minutes for the paper's run (hardware-bound)",
 }
 
