@@ -185,7 +185,7 @@ def earlier_turns(state: Mapping[str, Any]) -> list[BaseMessage]:
     messages: list[BaseMessage] = state.get("messages") or []
     if not messages:
         return []
-    if isinstance(messages[-1], HumanMessage):
+    if users_turn(messages):
         if state.get("question") is not None and not _answered_before(state):
             return []
         messages = messages[:-1]
@@ -236,6 +236,20 @@ def on_topic(rewrite: str, asked: str, history: list[BaseMessage]) -> bool:
     return any(words & content_words(reply_text(m, sep="\n")) for m in history)
 
 
+# The id prefix of a user message this step stored from ``question``: on a thread whose last run
+# stopped before its answer (an error, a review left waiting) the message is the last one, and
+# the next run's question is its own input, not that message.
+STORED = "noterag-question-"
+
+
+def users_turn(messages: list[BaseMessage]) -> bool:
+    """Whether the last message is a user message the caller sent (a chat's turn), not one an
+    earlier run stored from its ``question``."""
+    if not messages or not isinstance(messages[-1], HumanMessage):
+        return False
+    return not (messages[-1].id or "").startswith(STORED)
+
+
 def _answered_before(state: Mapping[str, Any]) -> bool:
     # the same test as ask's: a value left by an earlier run means the thread has answered
     return any(value for key, value in state.items() if key not in _INPUT_KEYS)
@@ -262,17 +276,17 @@ def ask(state: dict[str, Any], fresh: Mapping[str, Any]) -> dict[str, Any]:
     # Accumulating fields start at 0 or []; any other value was left by an earlier run.
     earlier = [key for key, value in state.items() if key not in _INPUT_KEYS and value]
     messages: list[BaseMessage] = state.get("messages") or []
-    follow_up = bool(earlier) and bool(messages) and isinstance(messages[-1], HumanMessage)
+    follow_up = bool(earlier) and users_turn(messages)
     given = None if follow_up else state.get("question")
     text = _checked(given) if given is not None else _from_chat(messages)
     check_question_size(text)  # whatever the entry point: the CLI, Python, the server, a chat
     update: dict[str, Any] = {"question": text}
-    if given is not None and not (messages and isinstance(messages[-1], HumanMessage)):
+    if given is not None and not users_turn(messages):
         # A question given as such is the user's turn of the chat, as a chat's message is. Written
         # as the whole list (an Overwrite: the state's messages all have ids already) because
         # LangGraph's messages stream sends every new message of a node's update, and that
         # stream carries the answer only; it does not look into an Overwrite.
-        turn = HumanMessage(text, id=str(uuid.uuid4()))
+        turn = HumanMessage(text, id=STORED + uuid.uuid4().hex)
         update["messages"] = Overwrite([*messages, turn])
     if not earlier:
         return update

@@ -141,6 +141,30 @@ def test_the_cli_form_stores_one_user_message_per_turn() -> None:
     assert out["question"] == REWRITTEN
 
 
+def test_after_a_run_that_stopped_before_its_answer_the_next_question_is_asked() -> None:
+    """The stopped run's user message is the thread's last; the next ``question`` is its own."""
+    failing = [True]
+
+    def answer(prompt: str) -> str:
+        if failing.pop() if failing else False:
+            raise RuntimeError("the endpoint went away")
+        return "1871"
+
+    model = ScriptedModel(script=velmora_script(answer=answer, condense_question=REWRITTEN))
+    graph = graph_of(model, checkpointer=InMemorySaver())
+    with pytest.raises(RuntimeError):
+        graph.invoke({"question": "Who designed the Velmora Bridge?"}, thread("s"))
+    stopped = graph.get_state(thread("s")).values["messages"]
+    assert turns(stopped) == [(HumanMessage, "Who designed the Velmora Bridge?")]
+    out = graph.invoke({"question": QUESTION}, thread("s"))
+    assert out["asked"] == QUESTION and out["question"] == REWRITTEN  # not the stopped question
+    assert turns(out["messages"]) == [
+        (HumanMessage, "Who designed the Velmora Bridge?"),
+        (HumanMessage, QUESTION),
+        (AIMessage, "1871"),
+    ]
+
+
 def test_a_stateless_question_with_earlier_turns_is_rewritten() -> None:
     model = ScriptedModel(script=velmora_script(condense_question=REWRITTEN))
     out = graph_of(model).invoke(
