@@ -62,7 +62,7 @@ def _caps() -> dict[str, int]:
     from noterag.methods import METHODS
 
     model = FakeListChatModel(responses=[""])
-    nothing = RunnableLambda(lambda query: [])
+    nothing: RunnableLambda[str, list[Any]] = RunnableLambda(lambda query: [])
     return {
         name: len(build(spec, model, nothing).nodes) * (MOST_STEPS + 2)
         for name, spec in METHODS.items()

@@ -145,6 +145,11 @@ _STATE = re.compile(r"^/threads/[^/]+/state/?$")
 _THREADS = re.compile(r"^/threads/?$")
 # langgraph-api's own pages, served outside its auth: the key is checked here
 _KEYED_PAGES = frozenset({"/metrics", "/docs", "/openapi.json"})
+# routes that start runs in a form this guard does not read (the v2 event-streaming protocol's
+# commands, over HTTP or a WebSocket; MCP's and A2A's JSON-RPC): closed. langgraph.json turns
+# MCP and A2A off as well; the v2 protocol has no switch there (langgraph-api drops
+# "disable_event_streaming" from the http block it parses; FF_V2_EVENT_STREAMING=false does)
+_UNREAD = re.compile(r"^(?:/threads/[^/]+/(?:commands|stream/events)|/mcp|/a2a(?:/.*)?)/?$")
 
 
 class _Refused(Exception):
@@ -177,10 +182,20 @@ class RequestGuard:
         self.policy = policy or SERVER_POLICY
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and _UNREAD.match(scope["path"]):
+            await receive()  # websocket.connect; then refuse it (policy violation)
+            await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         try:
+            if _UNREAD.match(scope["path"]):
+                raise _Refused(
+                    404,
+                    "this route is off on this server: it starts runs in a form the server's "
+                    "checks do not read (use the runs API: POST /threads/{id}/runs/stream)",
+                )
             if scope["path"] in _KEYED_PAGES and not key_matches(
                 given_key(dict(scope["headers"])), self.policy.api_key
             ):

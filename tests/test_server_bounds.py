@@ -405,3 +405,37 @@ def test_a_resumable_stream_survives_its_client_leaving(opened: tuple[str, Any])
         assert client.runs.get(thread, run_id)["status"] == "success"
     finally:
         model.release.set()
+
+
+@pytest.mark.server
+def test_the_doors_the_guard_does_not_read_are_closed(closed: tuple[str, Any]) -> None:
+    """MCP, A2A and the v2 event-streaming protocol start runs by routes whose inputs and
+    commands the guard does not read (JSON-RPC, WebSocket frames): off in langgraph.json."""
+    url, model = closed
+    thread = httpx.post(f"{url}/threads", json={}, timeout=30).json()["thread_id"]
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    command = {"id": 1, "method": "run.start",
+               "params": {"assistant_id": "deepnote", "input": {"question": QUESTION}}}  # fmt: skip
+    before = Counter(model.stages)
+    for path, body in (("/mcp", call), ("/a2a/deepnote", call),
+                       (f"/threads/{thread}/commands", command)):  # fmt: skip
+        answer = httpx.post(f"{url}{path}", json=body, timeout=30)
+        assert answer.status_code in (404, 405), (path, answer.status_code, answer.text[:200])
+    assert Counter(model.stages) == before
+
+
+def test_a_websocket_to_the_v2_protocol_is_closed() -> None:
+    import asyncio
+
+    guard, inner = _guard()
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "websocket", "path": "/threads/t/stream/events", "headers": []}
+    asyncio.run(guard(scope, receive, send))
+    assert sent == [{"type": "websocket.close", "code": 1008}] and inner.bodies == []
