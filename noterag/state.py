@@ -83,8 +83,10 @@ class Passage(TypedDict):
 class QuestionInput(TypedDict):
     """What a caller sends: ``{"question": ...}``, or a chat's ``{"messages": [...]}`` (what
     LangGraph Studio's chat view, Agent Chat UI and assistant-ui send), whose last human message
-    is the question; earlier turns are ignored. ``question`` wins when both are given. One of
-    them is needed: the graphs' first step (noterag.question) checks that."""
+    is the question. Both are a chat turn: a ``question`` is stored in ``messages`` as the
+    user's message, and on a thread with earlier turns either is rewritten from them into a
+    standalone question. ``question`` wins when both are given on a fresh thread. One of them is
+    needed: the graphs' first step (noterag.question) checks that."""
 
     question: NotRequired[str]
     messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
@@ -103,7 +105,8 @@ class CostFields(TypedDict, total=False):
 
 
 class ChatFields(TypedDict, total=False):
-    """The conversation: the caller's messages, with the answer appended as an AI message."""
+    """The conversation: the user's turns (a chat's messages, or each ``question`` stored as a
+    user message) and each answer appended as an AI message."""
 
     messages: Annotated[list[AnyMessage], add_messages]
     # a follow-up as the user wrote it, when it was rewritten into the standalone ``question``
