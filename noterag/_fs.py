@@ -67,10 +67,17 @@ def open_no_follow(path: str | os.PathLike[str], flags: int, mode: int = 0o644) 
 
 
 def refuse_link(path: str | os.PathLike[str]) -> None:
-    """A ``LinkRefusedError`` if ``path`` is a symbolic link (before a file that will be written
-    in place is even read)."""
-    if os.path.islink(path):
+    """A ``LinkRefusedError`` if ``path`` is a symbolic link, or exists and is no regular file
+    (a FIFO would block the read before the write): checked before a file that will be written
+    in place is even read."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
         raise LinkRefusedError(_link_message(path))
+    if not stat.S_ISREG(mode):
+        raise LinkRefusedError(f"{path} is not a regular file; noterag does not write it")
 
 
 def _link_message(path: str | os.PathLike[str]) -> str:

@@ -448,3 +448,26 @@ def test_compare_plots_hostile_labels_without_control_characters_on_stderr(
     assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
     for text in (proc.stdout, proc.stderr):
         assert not any(ord(c) < 0x20 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in text)
+
+
+def test_a_fifo_at_results_jsonl_is_refused_rather_than_waited_on(tmp_path: Path) -> None:
+    data = _questions(tmp_path / "q.jsonl")
+    out = tmp_path / "run"
+    _evaluate(data, out)
+    (out / "results.jsonl").unlink()
+    os.mkfifo(out / "results.jsonl")  # opening it to read would wait for a writer forever
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            _evaluate(data, out)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            raised.append(exc)
+
+    # in a daemon thread with a generous deadline: before the fix the open never returned
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), "the run waited on the FIFO"
+    assert len(raised) == 1 and isinstance(raised[0], NoteragError), raised
+    assert "not a regular file" in str(raised[0])
