@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from noterag.nodes.human import review_answer, reviews
+from noterag.nodes.human import review_answer, review_routes, reviews
 from noterag.prompts.conversation import CONDENSE, ROLE_PREFIX
 from noterag.question import question_step
 from noterag.retry import SEARCH_RETRY, searches
@@ -121,9 +121,10 @@ def wire_decisions(graph: StateGraph[Any, Any, Any, Any], spec: MethodSpec) -> N
 def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     """A method that ends with ``answer`` gets the answer's human review after it
     (``nodes.human.review_answer``): when the run's ``human_review`` asks for it, the answer
-    node's update goes on to the review (a ``Command``; a review's ``response`` goes back to
-    ``answer`` instead). Decided in the node, where the run's context is at hand: an edge's
-    path would need LangGraph to hand it the runtime, through a thread hop under ainvoke."""
+    node's update goes on to the review (a ``Command``; a review's reject goes back to
+    ``answer`` instead, where the method can retrieve more: ``nodes.human.review_routes``).
+    Decided in the node, where the run's context is at hand: an edge's path would need
+    LangGraph to hand it the runtime, through a thread hop under ainvoke."""
     if ("answer", END) not in graph.edges:
         return
     answer: Any = graph.nodes["answer"].runnable  # a Runnable: every method's answer is a node()
@@ -143,11 +144,20 @@ def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> Non
     graph.nodes["answer"].runnable = StepRunnable(
         answer_then_review, aanswer_then_review, name=answer.name or "answer"
     )
-    # END too: LangGraph's drawer sees a static edge to END only from a node with no other route
-    # (END is never written), so without it Studio would draw every answer going to the review
-    graph.nodes["answer"].ends = ("review_answer", END)
-    graph.add_node("review_answer", cast(Any, node(review_answer, deps)))
-    graph.add_edge("review_answer", END)
+    # A reject goes back to answer (a Command) only where the reviews can retrieve more
+    # (nodes.human.review_routes): declared there and nowhere else, so Studio draws those
+    # routes for the methods that take them and no others. END too: LangGraph's drawer sees a
+    # static edge to END only from a node with no other route (END is never written), so
+    # without it Studio would draw every answer going to the review.
+    back = review_routes(deps.prompts)
+    graph.nodes["answer"].ends = ("review_answer", *back["answer"], END)
+    graph.add_node(
+        "review_answer",
+        cast(Any, node(review_answer, deps)),
+        destinations=(*back["review_answer"], END) if back["review_answer"] else None,
+    )
+    if not back["review_answer"]:
+        graph.add_edge("review_answer", END)  # its one route: drawn as a plain edge
 
 
 def server_graph(spec: MethodSpec) -> Callable[..., Any]:

@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
-from noterag.nodes.human import review_note, reviews
+from noterag.nodes.human import ANSWER, review_note, reviews
 from noterag.step import Ask, Env, RoutingStepGen, reply_text
 
 # What each answer-prompt slot is filled with; a prompt uses the slots it declares (the note
@@ -34,7 +34,7 @@ def answer(state: dict[str, Any], env: Env) -> RoutingStepGen:
     prompt = env.prompts.answer_for(task)
     reviewed: dict[str, Any] = {}
     if "note" in prompt.slots and reviews(env.ctx, "note"):
-        outcome = yield from review_note(state, env, goto="answer")
+        outcome = yield from review_note(state, env, goto=ANSWER)
         if isinstance(outcome, Command):
             return outcome
         reviewed = outcome

@@ -56,6 +56,7 @@ from pydantic import PlainValidator, ValidationError, WithJsonSchema
 from noterag.context import MAX_QUESTION_CHARS
 from noterag.errors import ConfigError
 from noterag.nodes.notes import updated_note
+from noterag.spec import reads_note
 from noterag.step import Env, RoutingStepGen, Search
 
 # The decision types a request offers (LangChain v1's DecisionType, as Agent Chat UI renders them).
@@ -100,9 +101,36 @@ def reviews(ctx: Any, what: str) -> bool:
     return setting in (what, "both")
 
 
-def can_retrieve_more(env: Env) -> bool:
+# The step a review's reject goes back to: the answer, written again from the updated note
+# (the note's review runs inside ``answer``, nodes.answer, so its reject goes back there too).
+ANSWER = "answer"
+
+
+def retrieves_more(prompt_set: Any) -> bool:
     """A reject (feedback used as a query) needs the method's note-update prompt."""
-    return hasattr(env.prompts, "accumulate")
+    return hasattr(prompt_set, "accumulate")
+
+
+def can_retrieve_more(env: Env) -> bool:
+    """Whether this run's reviews offer a reject (``retrieves_more`` of its prompt set)."""
+    return retrieves_more(env.prompts)
+
+
+def review_routes(prompts: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The steps each review's reject may go back to (its ``Command``), for a graph whose
+    prompt sets (profile -> set) are ``prompts``, by the tests the reviews make at run time:
+    the note's review (in ``answer``, where the answer prompt reads a note) and the answer's
+    review go back to ``answer`` where the set ``retrieves_more``. What the graph declares as
+    those steps' destinations, so Studio draws exactly the routes a run can take
+    (graphs.assemble.wire_answer_review). A run's prompt overrides replace prompts and may only
+    drop slots, so they add no route."""
+    sets = [prompt_set for prompt_set in prompts.values() if retrieves_more(prompt_set)]
+    reads = any(
+        reads_note(prompt_set, task)
+        for prompt_set in sets
+        for task in getattr(prompt_set, "answer", {})
+    )
+    return {"answer": (ANSWER,) if reads else (), "review_answer": (ANSWER,) if sets else ()}
 
 
 def hitl_request(
@@ -361,7 +389,7 @@ def review_answer(state: dict[str, Any], env: Env) -> RoutingStepGen:
         DECISIONS if more else ("approve", "edit"),
     )
     if decision.type == "reject":
-        return (yield from retrieve_more(state, env, "review_answer", decision, "answer"))
+        return (yield from retrieve_more(state, env, "review_answer", decision, ANSWER))
     _emit(env, "review_answer", decision)
     if decision.type == "edit":
         messages = state.get("messages") or []

@@ -5,7 +5,11 @@ A contract over the registry (``noterag.METHODS``) and langgraph.json, so a new 
 covered without a test of its own. The drawing must show the graph's real routes, read from
 the graph's builder independently of LangGraph's drawer: its static edges, each deciding step's
 conditional edge to both destinations (going on, and stopping, labelled with the stop rule's
-name), and the answer's two ways out (to its human review, or to the end). Before the routes
+name), and the answer's two ways out (to its human review, or to the end), and nothing more.
+The human reviews' routes back to ``answer`` (a reject retrieves more, then answers again) are
+drawn exactly for the methods that take them: each method's reviews are driven to a reject
+wherever one is offered, and the routes the run took out of the reviewing steps must be the
+ones drawn. Before the routes
 of deciding steps had one mechanism (their conditional edge; they also declared the same
 targets as ``destinations``), the drawer failed sorting ``None`` against a label for every
 method, and the server answered 500.
@@ -16,17 +20,22 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START
+from langgraph.types import Command
+from test_embedding import CORPUS, thread
 
 import noterag
 from noterag.graphs.assemble import build
 from noterag.methods import METHODS
-from noterag.spec import MethodError
+from noterag.spec import MethodError, note_methods
 from noterag.step import decision_of
+from scripted import KeywordRetriever, ScriptedModel
 
 REPO = Path(__file__).resolve().parent.parent
 SERVED = list(json.loads((REPO / "langgraph.json").read_text())["graphs"])
@@ -67,8 +76,11 @@ def check_drawing(method: str, graph: Any, drawn: dict[str, Any]) -> None:
     nodes = {node["id"] for node in drawn["nodes"]}
     assert nodes == set(graph.builder.nodes) | {START, END}, method
     edges = edges_of(drawn)
-    missing = declared_routes(graph) - set(edges)
+    declared = declared_routes(graph)
+    missing = declared - set(edges)
     assert not missing, f"{method}: routes not drawn: {sorted(missing)}"
+    extra = set(edges) - declared
+    assert not extra, f"{method}: routes drawn that the graph does not have: {sorted(extra)}"
     decisions = deciding_steps(graph)
     assert decisions, f"{method}: no step decides when to stop"
     for name, decision in decisions.items():
@@ -81,6 +93,11 @@ def check_drawing(method: str, graph: Any, drawn: dict[str, Any]) -> None:
         assert edges["answer", "review_answer"].get("conditional"), method
         assert edges["answer", END].get("conditional"), method
         assert ("review_answer", END) in edges, method
+        back = ("review_answer", "answer") in edges
+        # one way out is a plain edge; a review that may also go back draws both as conditional
+        assert bool(edges["review_answer", END].get("conditional")) == back, method
+        if back:
+            assert edges["review_answer", "answer"].get("conditional"), method
     # every node is reached from the start and reaches the end, along drawn edges
     for start, forward in ((START, True), (END, False)):
         seen, todo = {start}, [start]
@@ -121,6 +138,76 @@ def test_a_deciding_step_declaring_its_destinations_again_is_refused() -> None:
 
     with pytest.raises(MethodError, match=r"ircot: step 'stop_check' routes to answer, retrieve"):
         build(replace(spec, wire=wire_twice))
+
+
+# --------------------------------------------------------------------------- the reviews' routes
+
+# The steps the human reviews run in (nodes.human): the note's review inside answer, the answer's
+# in review_answer. Their routes out are what a reviewer's decisions make them take.
+REVIEWING = ("answer", "review_answer")
+
+
+def review_run(method: str) -> tuple[set[tuple[str, str]], set[str]]:
+    """Run ``method`` with every review it has (the note's where its answer reads a note), a
+    scripted model and a checkpointer: at each pause, reject once per action where the review
+    offers it (its ``allowed_decisions``), else approve; then once without review. Returns the
+    routes taken out of the reviewing steps, read from the order of the steps' updates (these
+    steps run alone: nothing else runs beside the answer), and the actions that offered a
+    reject."""
+    graph = noterag.build_graph(
+        method,
+        model=ScriptedModel.for_method(method),
+        retriever=KeywordRetriever(passages=CORPUS),
+        checkpointer=InMemorySaver(),
+    )
+    reviews = "both" if method in note_methods() else "answer"
+    taken: set[tuple[str, str]] = set()
+    rejected: set[str] = set()
+    for name, context in ((f"{method}-review", reviews), (f"{method}-none", "none")):
+        config, settings = thread(name), {"human_review": context}
+        steps: list[str] = []
+        value: Any = {"question": "When was the designer of the Velmora Bridge born?"}
+        for _ in range(20):  # a bound: each action is rejected at most once, then approved
+            for update in graph.stream(value, config, context=settings, stream_mode="updates"):
+                steps += [step for step in update if step != "__interrupt__"]
+            interrupts = graph.get_state(config).interrupts
+            if not interrupts:
+                break
+            [paused] = interrupts
+            [action] = paused.value["action_requests"]
+            [review] = paused.value["review_configs"]
+            if "reject" in review["allowed_decisions"] and action["name"] not in rejected:
+                rejected.add(action["name"])
+                decision = {"type": "reject", "message": "Aurelio Fenwick born"}
+            else:
+                decision = {"type": "approve"}
+            value = Command(resume={"decisions": [decision]})
+        else:
+            pytest.fail(f"{method}: the reviews did not end")
+        assert graph.get_state(config).values["answer"], method
+        steps.append(END)
+        taken |= {(a, b) for a, b in pairwise(steps) if a in REVIEWING}
+    return taken, rejected
+
+
+@pytest.mark.parametrize("method", noterag.METHODS)
+def test_the_drawing_shows_exactly_the_routes_the_reviews_take(method: str) -> None:
+    """Each route a review takes is drawn, and no route out of a reviewing step is drawn that
+    no decision takes: ``review_answer -> answer`` and ``answer -> answer`` (the note review's
+    reject, answering again) for the methods whose reviews offer a reject (those with a
+    note-update prompt, ``accumulate``: deepnote, adaptive-note, amber), neither for the rest."""
+    graph = noterag.build_graph(method)
+    drawn = set(edges_of(graph.get_graph().to_json()))
+    taken, rejected = review_run(method)
+    assert taken <= drawn, f"{method}: routes taken but not drawn: {sorted(taken - drawn)}"
+    out_of_reviews = {(a, b) for a, b in drawn if a in REVIEWING}
+    assert out_of_reviews == taken, f"{method}: drawn, never taken: {out_of_reviews - taken}"
+    # the routes back are there exactly where a reject is offered (and both of them, where the
+    # answer reads a note and so is reviewed twice)
+    assert (("review_answer", "answer") in taken) == ("review_answer" in rejected), method
+    assert (("answer", "answer") in taken) == ("review_note" in rejected), method
+    accumulates = any(hasattr(s, "accumulate") for s in METHODS[method].prompts.values())
+    assert ("review_answer" in rejected) == accumulates, method
 
 
 # --------------------------------------------------------------------------- through the server
