@@ -156,6 +156,25 @@ def test_the_guard_refuses_state_writes_crons_and_long_recursion() -> None:
     assert _request(guard, "/runs/crons", _json(cron | {"context": {"max_steps": 1}}))[0] == 200
 
 
+def test_assistants_and_batches_are_bounded_as_runs() -> None:
+    guard, inner = _guard()
+    assistant = {"graph_id": "deepnote", "config": {"recursion_limit": 10_007}}
+    status, body, _ = _request(guard, "/assistants", _json(assistant))
+    assert status == 422 and b"recursion_limit" in body
+    assert _request(guard, "/assistants", _json({"graph_id": "deepnote"}))[0] == 200
+    assert json.loads(inner.bodies[-1]) == {"graph_id": "deepnote"}  # stored as sent
+    run = {"assistant_id": "deepnote", "input": {"question": QUESTION}}
+    batch = [run, run | {"command": {"goto": "answer"}}]
+    assert _request(guard, "/runs/batch", _json(batch))[0] == 422
+    assert _request(guard, "/runs/batch", _json([run, run]))[0] == 200
+    sent = json.loads(inner.bodies[-1])
+    assert [item["config"]["recursion_limit"] for item in sent] == [recursion_cap("deepnote")] * 2
+    # an assistant by UUID: the largest cap of all methods
+    by_uuid = {"assistant_id": "5f1e0c1e-0000-0000-0000-000000000000", "input": {}}
+    _request(guard, "/threads/t/runs", _json(by_uuid))
+    assert json.loads(inner.bodies[-1])["config"]["recursion_limit"] == recursion_cap(None)
+
+
 def test_a_delete_body_is_bounded() -> None:
     guard, inner = _guard(max_body_bytes=4096)
     chunks = iter([b"x" * 1024] * 100)
