@@ -288,3 +288,58 @@ def test_the_deviations_of_reproduce_match_the_table_files() -> None:
         d.settings == {"max_tokens": 200} for d in load_table("resp-table2").datasets.values()
     )
     assert "430,225" in text and "139,416" in text
+
+
+# --------------------------------------------------------------------------- 5. the corpora
+
+
+def _two_wiki(path: Path, contexts: list[list[tuple[str, list[str]]]]) -> Path:
+    records = [
+        {"_id": f"q{i}", "type": "bridge", "question": f"Question {i}?", "answer": "yes",
+         "context": [[title, sentences] for title, sentences in context]}
+        for i, context in enumerate(contexts)
+    ]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return path
+
+
+def test_the_deepnote_corpus_style_pools_2wiki_as_index_2wiki_py(tmp_path: Path) -> None:
+    from noterag.datasets import pool_corpus
+
+    source = _two_wiki(tmp_path / "dev.jsonl", [
+        [("Alpha", ["Shared text."]), ("Beta", ["Own text."]), ("Empty", [""])],
+        [("Gamma", ["Shared text."]), ("Beta", ["Own text."]), ("Empty", [""])],
+    ])  # fmt: skip
+    ours = tmp_path / "ours.jsonl"
+    official = tmp_path / "official.jsonl"
+    pool_corpus(source, ours, format="2wikimultihopqa")
+    pool_corpus(source, official, format="2wikimultihopqa", style="deepnote")
+    read = lambda p: [(d["title"], d["text"]) for d in map(json.loads, p.open())]
+    # noterag: one per (title, text), the blank one dropped
+    assert read(ours) == [("Alpha", "Shared text."), ("Beta", "Own text."),
+                          ("Gamma", "Shared text.")]  # fmt: skip
+    # index_2wiki.py: data[para] = title — one per text, at its first place, the last title
+    # seen; the blank paragraph kept
+    assert read(official) == [("Gamma", "Shared text."), ("Beta", "Own text."), ("Empty", "")]
+
+
+def test_an_unknown_corpus_style_is_refused(tmp_path: Path) -> None:
+    from noterag.datasets import pool_corpus
+    from noterag.errors import NoteragError
+
+    source = _two_wiki(tmp_path / "dev.jsonl", [[("Alpha", ["Text."])]])
+    with pytest.raises(NoteragError, match="unknown corpus style 'ircot'"):
+        pool_corpus(source, tmp_path / "out.jsonl", format="2wikimultihopqa", style="ircot")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_the_official_tables_pool_their_corpora_in_the_official_style() -> None:
+    for name, style in (("deepnote-table1", "deepnote"), ("adaptive-note-table1", "deepnote"),
+                        ("amber-table1", None)):  # fmt: skip
+        table = load_table(name)
+        for key in ("2wikimqa", "musique"):
+            if key not in table.datasets:
+                continue
+            corpus = table.datasets[key].corpus
+            assert corpus is not None and corpus.command is not None
+            assert ("--style deepnote" in corpus.command) == (style == "deepnote"), (name, key)

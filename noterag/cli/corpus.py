@@ -37,6 +37,15 @@ def corpus_from_command(
         ),
     ],
     dataset_format: FormatOption = None,
+    style: Annotated[
+        str,
+        typer.Option(
+            "--style",
+            help="noterag: one passage per title and text, blank ones dropped; deepnote: as "
+            "DeepNote's/Adaptive-Note's index scripts (2Wiki: one per text, the last title "
+            "seen; blank ones kept); see docs/deviations.md.",
+        ),
+    ] = "noterag",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")] = False,
 ) -> None:
     """Pool a dataset's paragraphs into a corpus for `noterag index` (dedup by title + text)."""
@@ -56,7 +65,9 @@ def corpus_from_command(
                         f"{seen.passages:,} passages"
                     )
 
-            count = pool_corpus(dataset, out, format=dataset_format, stats=stats, progress=progress)
+            count = pool_corpus(
+                dataset, out, format=dataset_format, stats=stats, progress=progress, style=style
+            )
         line = Text(f"wrote {count:,} {plural(count, 'passage')} to {out}")
         line.append(
             f" ({stats.questions:,} {plural(stats.questions, 'question')}, "

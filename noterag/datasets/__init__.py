@@ -150,6 +150,7 @@ def pool_corpus(
     format: str | None = None,
     stats: PoolStats | None = None,
     progress: Callable[[str, PoolStats], None] | None = None,
+    style: str = "noterag",
 ) -> int:
     """Pool the paragraphs of every question into a corpus JSONL; return the passages written.
 
@@ -163,7 +164,13 @@ def pool_corpus(
     Lines are ``{"id", "title", "text"}``, deduplicated on title *and* text (MuSiQue has distinct
     paragraphs sharing a title; IRCoT's build_index.py and DeepNote's index_musique.py dedup on
     the same pair, DeepNote's index_2wiki.py on the text alone: docs/deviations.md), in
-    first-seen order; a paragraph with blank text is dropped (the official scripts index it). A passage's id is the first 16 hex digits of the SHA-1 of
+    first-seen order; a paragraph with blank text is dropped (the official scripts index it).
+
+    ``style="deepnote"`` pools as DeepNote's and Adaptive-Note's ``src/build_index/es/``
+    scripts do (identical in both repositories): ``index_2wiki.py`` keeps one paragraph per
+    *text* (``data[para] = title``: at the text's first place, with the last title seen for
+    it), ``index_musique.py`` one per title and text; both keep blank paragraphs. Other
+    formats pool as by default, blanks kept. A passage's id is the first 16 hex digits of the SHA-1 of
     ``[title, text]``: the same paragraph gets the same id whatever subset or order it was
     pooled from, so runs over different pools stay comparable.
 
@@ -184,8 +191,15 @@ def pool_corpus(
         if out.resolve() == source.resolve():
             raise DatasetError(f"refusing to overwrite the dataset with its corpus: {out}")
 
+    if style not in POOL_STYLES:
+        raise DatasetError(
+            f"unknown corpus style {style!r}; choose one of {', '.join(POOL_STYLES)}"
+        )
+    official = style == "deepnote"
+
     def passages() -> Iterator[dict[str, str]]:
         seen: set[Paragraph] = set()
+        by_text: dict[str, str] = {}  # official 2Wiki: text -> the last title seen
         for source in sources:
             records, fmt = _open_dataset(source, format)
             if fmt not in PARAGRAPH_FORMATS:
@@ -194,16 +208,27 @@ def pool_corpus(
                 )
             if progress is not None:
                 progress(source.name, stats)
-            for passage in _distinct_passages(records, fmt, stats, seen):
+            if official and fmt == "2wikimultihopqa":
+                _texts_with_last_title(records, fmt, stats, by_text)
+                continue
+            for passage in _distinct_passages(records, fmt, stats, seen, keep_blank=official):
                 stats.passages += 1  # so far; the count written replaces it at the end
                 if progress is not None and stats.passages % 1000 == 0:
                     progress(source.name, stats)
                 yield passage
+        for text, title in by_text.items():  # known only once every file was read
+            stats.passages += 1
+            yield {"id": passage_id(title, text), "title": title, "text": text}
 
     names = ", ".join(source.name for source in sources)
     written = _write_atomically(out, passages(), f"{names} has no paragraphs to pool")
     stats.passages = written
     return written
+
+
+# How pool_corpus deduplicates: noterag's (title and text, blanks dropped) or the official
+# DeepNote / Adaptive-Note index scripts' (see pool_corpus).
+POOL_STYLES = ("noterag", "deepnote")
 
 
 # IRCoT's raw_data/<dataset>/ files that build_index.py pools into each corpus, in its order
@@ -271,8 +296,28 @@ def _dataset_from_path(path: Path) -> str:
 # --------------------------------------------------------------------------- pooling
 
 
+def _texts_with_last_title(
+    records: Iterable[Record], fmt: str, stats: PoolStats, by_text: dict[str, str]
+) -> None:
+    """DeepNote's index_2wiki.py: ``data[para] = title`` over every paragraph, in order."""
+    for record in records:
+        stats.questions += 1
+        paragraphs = parse_paragraphs(fmt, record)
+        if paragraphs is None:
+            stats.without_paragraphs += 1
+            continue
+        for title, text in paragraphs:
+            stats.paragraphs += 1
+            by_text[text] = title
+
+
 def _distinct_passages(
-    records: Iterable[Record], fmt: str, stats: PoolStats, seen: set[Paragraph]
+    records: Iterable[Record],
+    fmt: str,
+    stats: PoolStats,
+    seen: set[Paragraph],
+    *,
+    keep_blank: bool = False,
 ) -> Iterator[dict[str, str]]:
     for record in records:
         stats.questions += 1
@@ -282,7 +327,7 @@ def _distinct_passages(
             continue
         for title, text in paragraphs:
             stats.paragraphs += 1
-            if not text.strip():
+            if not text.strip() and not keep_blank:
                 stats.empty += 1
                 continue
             if (title, text) in seen:
