@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
 from langchain_core.load import dumps, loads
@@ -121,6 +122,10 @@ def reply_key(llm_string: str) -> str:
     kept = {key: value for key, value in kwargs.items() if key not in _TRANSPORT}
     if (local := _local_endpoint()) and kept.get("openai_api_base") == local[0]:
         kept["openai_api_base"] = local[1]
+    if isinstance(query := kept.get("default_query"), dict):
+        # a base URL's ?query (models.spec sends it as default_query): written as the query
+        # string it came from, so that redact() finds its secret parameters as in a URL
+        kept["default_query"] = "?" + urlencode(sorted(query.items()))
     if kept == kwargs:
         return redact(llm_string)
     # sort_keys, as LangChain writes it (_get_llm_string); credentials in the base URL never
