@@ -34,7 +34,7 @@ class Stopped(TypedDict, total=False):
 
 
 # the loop counters the stop rules read (noterag.state: plain int fields, written by the steps)
-COUNTERS = ("steps", "failures")
+COUNTERS = ("steps", "failures", "tokens")
 
 
 def counters_out_of_bounds(state: Mapping[str, Any]) -> str | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
 from noterag.context import MAX_PASSAGE_CHARS, MOST_PASSAGES, MOST_STEPS, check_question_size
@@ -37,13 +38,14 @@ __all__ = [
 ]
 
 # the loop counters (noterag.decision.COUNTERS) and the fields holding the question as asked
-COUNTERS = ("steps", "failures")
+COUNTERS = ("steps", "failures", "tokens")
 QUESTION_KEYS = frozenset({"question", "asked", "task"})
 
 
 def recursion_cap(method: str | None) -> int:
     """The most LangGraph steps (supersteps) one run of ``method`` may take: every node of its
-    graph once per loop iteration, for the most iterations any setting allows (``MOST_STEPS``),
+    graph once per loop iteration, for the most iterations its settings allow (the upper bound
+    of its ``max_steps``: ``MOST_STEPS``, 20, for most methods; FLARE's sentences go to 10,000),
     plus two rounds for the question and the answer. None (an assistant by UUID, whose method
     the request does not name): the largest over all methods."""
     caps = _caps()
@@ -64,9 +66,18 @@ def _caps() -> dict[str, int]:
     model = FakeListChatModel(responses=[""])
     nothing: RunnableLambda[str, list[Any]] = RunnableLambda(lambda query: [])
     return {
-        name: len(build(spec, model, nothing).nodes) * (MOST_STEPS + 2)
+        name: len(build(spec, model, nothing).nodes) * (loop_bound(spec.context) + 2)
         for name, spec in METHODS.items()
     }
+
+
+def loop_bound(schema: type) -> int:
+    """The most loop iterations a method's settings allow: its ``max_steps``'s upper bound
+    (``noterag.context.setting(..., le=)``), ``MOST_STEPS`` for a method without one."""
+    for item in fields(schema):
+        if item.name == "max_steps" and isinstance(item.metadata.get("le"), int):
+            return int(item.metadata["le"])
+    return MOST_STEPS
 
 
 def check_recursion_limit(config: dict[str, Any], method: str | None) -> bool:
@@ -100,7 +111,7 @@ def _state_keys() -> frozenset[str]:
 def check_state_values(values: Any, where: str = "the state") -> None:
     """Values a client writes into a thread (``update_state``'s ``values``, a command's
     ``update``), where the operator allows it: only fields some method's state declares;
-    counters whole numbers from 0 to ``MOST_STEPS``; a question within the question's cap,
+    counters whole numbers >= 0; a question within the question's cap,
     any other text within a passage's (``MAX_PASSAGE_CHARS``); lists within ``MOST_PASSAGES``
     items. A ConfigError names the first value refused."""
     if values is None:
@@ -116,10 +127,8 @@ def check_state_values(values: Any, where: str = "the state") -> None:
         raise ConfigError(f"{where}: no method's state has {', '.join(unknown)}")
     for key, value in values.items():
         if key in COUNTERS or key.startswith("unparsed_"):
-            if type(value) is not int or not 0 <= value <= MOST_STEPS:
-                raise ConfigError(
-                    f"{where}: {key} must be a whole number from 0 to {MOST_STEPS}, not {value!r}"
-                )
+            if type(value) is not int or value < 0:
+                raise ConfigError(f"{where}: {key} must be a whole number >= 0, not {value!r}")
         elif key in QUESTION_KEYS and isinstance(value, str):
             check_question_size(value)
         else:

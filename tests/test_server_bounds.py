@@ -103,6 +103,9 @@ def test_the_recursion_cap_covers_the_longest_run_of_each_method() -> None:
     )
     assert out["stop_reason"].endswith(f"(max_steps = {MOST_STEPS})")
     assert recursion_cap("deepnote") == len(graph.nodes) * (MOST_STEPS + 2)
+    # FLARE's loop is its sentences, up to 10,000 (max_steps' bound)
+    flare = build_graph("flare", model=model, retriever=KeywordRetriever(passages=CORPUS))
+    assert recursion_cap("flare") == len(flare.nodes) * (10_000 + 2)
     assert recursion_cap(None) == max(recursion_cap(m) for m in METHODS)
 
 
@@ -113,7 +116,8 @@ def test_commands_and_state_values_are_checked() -> None:
             check_command(command, False)
     check_command({"update": {"steps": 1, "best_note": "a note"}, "goto": "answer"}, True)
     for values, message in [
-        ({"steps": -1000}, "steps must be a whole number from 0 to 20, not -1000"),
+        ({"steps": -1000}, "steps must be a whole number >= 0, not -1000"),
+        ({"tokens": -1}, "tokens must be a whole number"),
         ({"failures": 1e9}, "failures must be a whole number"),
         ({"question": "q" * 80_033}, "the question is 80,033 characters long"),
         ({"best_note": "n" * 20_000}, "best_note holds a text of 20,000 characters"),
@@ -150,7 +154,7 @@ def test_the_guard_refuses_state_writes_crons_and_long_recursion() -> None:
     assert _request(guard, "/threads/t/runs/wait", _json(ATTACK))[0] == 422  # recursion 3000
     attack = ATTACK | {"config": {}}
     status, body, _ = _request(guard, "/threads/t/runs/wait", _json(attack))
-    assert status == 422 and b"steps must be a whole number from 0 to 20" in body
+    assert status == 422 and b"steps must be a whole number >= 0" in body
     cron = run | {"schedule": "* * * * *", "context": {"max_steps": 100}}
     assert _request(guard, "/runs/crons", _json(cron))[0] == 422
     assert _request(guard, "/runs/crons", _json(cron | {"context": {"max_steps": 1}}))[0] == 200
