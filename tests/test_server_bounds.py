@@ -14,6 +14,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import fields
 from typing import Any
 
 import httpx
@@ -107,6 +108,27 @@ def test_the_recursion_cap_covers_the_longest_run_of_each_method() -> None:
     flare = build_graph("flare", model=model, retriever=KeywordRetriever(passages=CORPUS))
     assert recursion_cap("flare") == len(flare.nodes) * (10_000 + 2)
     assert recursion_cap(None) == max(recursion_cap(m) for m in METHODS)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_method_runs_its_largest_loop_settings_within_its_cap(method: str) -> None:
+    """Each method at the upper bounds of its loop settings (max_steps, max_failures,
+    max_passages) with a scripted model: the run ends within its recursion cap, so the cap the
+    server sets never cuts a run the settings allow short (a contract over the registry)."""
+    from noterag.methods import context_schema
+
+    loops = {"max_steps", "max_failures", "max_passages"}
+    largest = {
+        item.name: item.metadata["le"]
+        for item in fields(context_schema(method))
+        if item.name in loops and isinstance(item.metadata.get("le"), int)
+    }
+    model = ScriptedModel.for_method(method)
+    graph = build_graph(method, model=model, retriever=KeywordRetriever(passages=CORPUS))
+    out = graph.invoke(
+        {"question": QUESTION}, {"recursion_limit": recursion_cap(method)}, context=largest
+    )
+    assert out["answer"] is not None and out.get("stop_reason")
 
 
 def test_commands_and_state_values_are_checked() -> None:
