@@ -454,7 +454,10 @@ async def _apostgres(url: str) -> AsyncIterator[Any]:
     except (psycopg.Error, OSError) as error:
         raise _unreachable(url, error) from None
     try:
-        await saver.setup()
+        try:
+            await saver.setup()
+        except psycopg.Error as error:
+            raise _unreachable(url, error) from None
         yield saver
     finally:
         await manager.__aexit__(None, None, None)
