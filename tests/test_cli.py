@@ -487,7 +487,8 @@ class _HangingEndpoint(ThreadingHTTPServer):
 
     def __init__(self) -> None:
         self.release = threading.Event()
-        release = self.release
+        self.asked = threading.Event()  # a completion request is in flight
+        release, asked = self.release, self.asked
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # /v1/models, the CLI's reachability check
@@ -499,6 +500,7 @@ class _HangingEndpoint(ThreadingHTTPServer):
                 self.wfile.write(body.encode())
 
             def do_POST(self) -> None:
+                asked.set()
                 release.wait(120)
 
             def log_message(self, *args: Any) -> None:
@@ -538,10 +540,14 @@ def test_ctrl_c_during_a_run_leaves_with_one_line(tmp_path: Path) -> None:
             if line.startswith("[step 0] retrieved"):
                 break
         assert seen and seen[-1].startswith("[step 0] retrieved"), seen
+        # the state under test: a model request in flight (on a loaded machine it may come
+        # seconds after the retrieval's line)
+        assert endpoint.asked.wait(120), "no model request came"
         proc.send_signal(signal.SIGINT)
-        # The model request never returns: the CLI must not wait for it (the bound only turns
-        # a hang into a failure instead of a stuck test run).
-        stdout, rest = proc.communicate(timeout=30)
+        # The model request never returns: the CLI must not wait for it. It leaves at once
+        # (os._exit in its SIGINT handler); the bound only turns a hang into a failure instead
+        # of a stuck test run, generous for a machine under load.
+        stdout, rest = proc.communicate(timeout=120)
     finally:
         proc.kill()
         endpoint.release.set()
