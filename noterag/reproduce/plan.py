@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -45,6 +45,14 @@ class Missing:
     what: str
     path: str
     provide: str  # the command that makes it, or where to download it from
+    # where the table says it (or the command's input) is downloaded from, as written there
+    source: str | None = None
+    # the download links in what the table says of it (Dropbox, Google Drive, Hugging Face...)
+    links: list[str] = field(default_factory=list)
+    # the command's own input where the table names a source for it (corpus-from's DIR/raw)
+    needs: str | None = None
+    # what building it costs (an index the plan proposes to build): one line, None if unknown
+    cost: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,9 @@ class PlannedRun:
     run_dir: str
     estimate: Estimate
     missing: list[Missing] = field(default_factory=list)
+    # the number of questions the table's sample says (after --limit), where the file is
+    # missing: what the estimate is made with then
+    n_questions_table: int | None = None
 
     @property
     def context(self) -> dict[str, Any]:
@@ -113,13 +124,24 @@ class Plan:
     runs: list[PlannedRun]
     skipped: list[Skipped]
     cells: list[Cell]
+    # the table's other backbones, each with its cells among the chosen datasets (--backbone)
+    other_backbones: dict[str, int] = field(default_factory=dict)
+    cells_in_table: int = 0  # the table's cells among the chosen datasets, every backbone's
+    # without --data: what --data DIR would need to hold for these runs ("DIR" in the paths)
+    data_needs: list[Missing] = field(default_factory=list)
 
     @property
     def missing(self) -> list[Missing]:
-        seen: dict[tuple[str, str], Missing] = {}
+        """Every run's missing inputs, each path once (a corpus two datasets share is listed
+        once, its datasets joined)."""
+        seen: dict[str, Missing] = {}
         for run in self.runs:
             for item in run.missing:
-                seen.setdefault((item.dataset, item.path), item)
+                known = seen.get(item.path)
+                if known is None:
+                    seen[item.path] = item
+                elif item.dataset not in known.dataset.split(", "):
+                    seen[item.path] = replace(known, dataset=f"{known.dataset}, {item.dataset}")
         return list(seen.values())
 
     def to_json(self) -> dict[str, Any]:
@@ -137,6 +159,9 @@ class Plan:
             "runs": [asdict(run) | {"context": run.context} for run in self.runs],
             "skipped": [asdict(s) for s in self.skipped],
             "missing": [asdict(m) for m in self.missing],
+            "other_backbones": self.other_backbones,
+            "cells_in_table": self.cells_in_table,
+            "data_needs": [asdict(m) for m in self.data_needs],
             "cells": [
                 asdict(c)
                 | {"row_label": _label(table, c.row), "column_label": table.columns[c.column].label}
@@ -221,6 +246,7 @@ def make_plan(
                     unscored,
                 )
             )
+    planned = list(runs.values())
     return Plan(
         table=table,
         backbone=backbone,
@@ -231,10 +257,96 @@ def make_plan(
         datasets=chosen_datasets,
         rows=chosen_rows,
         columns=columns,
-        runs=list(runs.values()),
+        runs=planned,
         skipped=skipped,
         cells=cells,
+        other_backbones={
+            b: backbone_cells(table, b, chosen_datasets) for b in table.backbones if b != backbone
+        },
+        cells_in_table=sum(
+            1
+            for row in table.rows
+            for column, _ in table.cells(row)
+            if column.dataset in chosen_datasets
+        ),
+        data_needs=[] if data_dir is not None else _data_needs(table, chosen_rows, planned),
     )
+
+
+def backbone_cells(table: Table, backbone: str, datasets: list[str]) -> int:
+    """How many of the table's cells on ``datasets`` a plan for ``backbone`` holds (its rows',
+    and the rows' of no backbone, in its columns and the columns of no backbone)."""
+    return sum(
+        1
+        for row in table.rows
+        if row.backbone in (None, backbone)
+        for column, _ in table.cells(row)
+        if column.dataset in datasets and column.backbone in (None, backbone)
+    )
+
+
+# "500 test questions", "IRCoT's 500-question test list", "the 2,400 QA samples", "the first
+# 1,000 questions": the count a table's sample text gives, the first such
+_SAMPLE_COUNT = re.compile(
+    r"\b(\d{1,3}(?:,\d{3})+|\d+)[ -](?:[A-Za-z]+ ){0,3}?(?:questions?|examples|samples)\b"
+)
+
+
+def table_questions(ds: Dataset) -> int | None:
+    """The number of questions the table's sample says it holds (``Dataset.sample``), or None
+    where it says none ("not stated by the paper")."""
+    match = _SAMPLE_COUNT.search(ds.sample)
+    return int(match.group(1).replace(",", "")) if match else None
+
+
+# a download link as a table file writes it: a URL, or a known host's path without its scheme
+_LINK = re.compile(
+    r"https?://[^\s,;()]+|(?<![\w/.])(?:huggingface\.co|drive\.google\.com|(?:www\.)?dropbox\.com)"
+    r"/[^\s,;()]+"
+)
+
+
+def download_links(*texts: str | None) -> list[str]:
+    """The download links in ``texts`` (an input's source and description), each once, with
+    its scheme: what a user opens to fetch a missing input."""
+    links: list[str] = []
+    for text in texts:
+        for match in _LINK.finditer(text or ""):
+            link = match.group().rstrip(".:")
+            link = link if link.startswith(("http://", "https://")) else f"https://{link}"
+            if link not in links:
+                links.append(link)
+    return links
+
+
+def _data_needs(table: Table, rows: list[Row], runs: list[PlannedRun]) -> list[Missing]:
+    """Without --data: every input the runs would read from --data DIR (each dataset's
+    questions; its index and corpus where a run retrieves; its dense index where a row runs
+    on it, skipped without --data), with what provides it, under the placeholder ``DIR``."""
+    placeholder = Path("DIR")
+    needs: list[Missing] = []
+    keys = list(dict.fromkeys(run.dataset for run in runs))
+    dense = {
+        key
+        for row in rows
+        if row.retrieval == "dense" and skip_reason(row) is None
+        for key in table.datasets
+        if any(c.dataset == key for c, _ in table.cells(row))
+    }
+    for key in table.datasets:
+        if key not in keys and key not in dense:
+            continue
+        ds = table.datasets[key]
+        needs.append(_missing(key, ds.questions, placeholder))
+        lost: list[Missing] = []
+        if any(run.dataset == key and retrieves(run.method) for run in runs):
+            _index_spec(key, ds, placeholder, lost, exists=False)
+        if key in dense:
+            _index_spec(key, ds, placeholder, lost, dense=True, exists=False)
+        for item in lost:
+            if all(item.path != m.path for m in needs):
+                needs.append(item)
+    return needs
 
 
 def skip_reason(row: Row) -> str | None:
@@ -423,6 +535,9 @@ def _planned(
         else:  # closed book: no index, no corpus; the sample index stands in, never searched
             index = sample_index_spec(out)
     n = _count(questions, limit) if questions.exists() else None
+    known = table_questions(ds) if n is None else None
+    if known is not None and limit is not None:
+        known = min(known, limit)
     run_dir = _earlier_dir(model_dir, name, key, row, questions) or model_dir / name
     return PlannedRun(
         name=name,
@@ -435,8 +550,9 @@ def _planned(
         n_questions=n,
         index=index,
         run_dir=str(run_dir),
-        estimate=estimate(row.method, profile, n),
+        estimate=estimate(row.method, profile, n if n is not None else known),
         missing=missing,
+        n_questions_table=known,
     )
 
 
@@ -483,10 +599,17 @@ def _earlier_dir(model_dir: Path, name: str, key: str, row: Row, questions: Path
 
 
 def _index_spec(
-    key: str, ds: Dataset, data: Path, missing: list[Missing], *, dense: bool = False
+    key: str,
+    ds: Dataset,
+    data: Path,
+    missing: list[Missing],
+    *,
+    dense: bool = False,
+    exists: bool = True,
 ) -> str:
     """The retriever spec of dataset ``key`` under ``data`` (``dense``: its dense retriever);
-    what it needs and lacks goes to ``missing`` (the index, and the corpus it is built from)."""
+    what it needs and lacks goes to ``missing`` (the index, and the corpus it is built from).
+    ``exists`` False: nothing is looked for on disk (the placeholder DIR): all are listed."""
     spec, index = ds.retriever_spec, ds.index
     if dense:
         spec, index = ds.dense_retriever_spec, ds.dense_index
@@ -497,22 +620,93 @@ def _index_spec(
             Missing(key, "a retriever for this dataset", "-", "the table file names none")
         )
         return ""
-    if index is not None and not (data / index.path).exists():
-        missing.append(_missing(key, index, data))
-        if ds.corpus is not None and not (data / ds.corpus.path).exists():
+    if index is not None and not (exists and (data / index.path).exists()):
+        have_corpus = ds.corpus is not None and exists and (data / ds.corpus.path).exists()
+        missing.append(_missing(key, index, data, cost=_build_cost(index, ds, data, have_corpus)))
+        if ds.corpus is not None and not have_corpus:
             missing.append(_missing(key, ds.corpus, data))
     return spec.replace("{data}", str(data))
 
 
-def _missing(key: str, item: Input, data: Path) -> Missing:
+def _missing(key: str, item: Input, data: Path, *, cost: str | None = None) -> Missing:
     path = data / item.path
+    source = item.source.replace("{data}", str(data)) if item.source else None
+    needs = None
     if item.command:
-        provide = "run: " + item.command.replace("{data}", str(data))
-    elif item.source:
-        provide = f"download from {item.source} into {path}"
+        command = item.command.replace("{data}", str(data))
+        provide = "run: " + command
+        if source:  # the source is of the command's input: `corpus-from DIR/raw` reads it
+            words = command.split()
+            needs = next((w for w in words[2:] if not w.startswith("-")), None)
+    elif source:
+        provide = f"download from {source} into {path}"
     else:
         provide = "the table file says nothing of where it comes from"
-    return Missing(key, item.what, str(path), provide)
+    links = download_links(source, item.what)
+    return Missing(key, item.what, str(path), provide, source, links, needs, cost)
+
+
+# a corpus's size as its table entry says it: "5,233,329 passages", "~21M passages"
+_CORPUS_SIZE = re.compile(r"(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?M)\s+(?:passages|paragraphs|chunks)\b")
+
+
+def _build_cost(index: Input, ds: Dataset, data: Path, have_corpus: bool) -> str | None:
+    """What building ``index`` by its command costs, in one line (``retrievers/estimate.py``,
+    from the figures measured at scale): its passages counted from the corpus if it is there,
+    else the count the table's corpus entry gives. None: no ``noterag index`` command, or no
+    count."""
+    command = (index.command or "").split()
+    if command[:2] != ["noterag", "index"] or ds.corpus is None:
+        return None
+    from noterag.retrievers.estimate import count_passages, estimate
+
+    corpus = data / ds.corpus.path
+    counted = "the table's count"
+    passages: int | None = None
+    if have_corpus and corpus.is_file() and corpus.suffix in (".jsonl", ".tsv"):
+        try:
+            passages, approximate = count_passages(corpus)
+            counted = "estimated from the corpus" if approximate else "counted in the corpus"
+        except OSError:
+            passages = None
+    if passages is None:
+        match = _CORPUS_SIZE.search(ds.corpus.what)
+        if match is None:
+            return None
+        number = match.group(1).replace(",", "")
+        passages = round(float(number[:-1]) * 1e6) if number.endswith("M") else int(number)
+    option = {
+        w.split("=", 1)[0]: (w.split("=", 1)[1] if "=" in w else nxt)
+        for w, nxt in zip(command, [*command[1:], ""], strict=True)
+        if w.startswith("--")
+    }
+    dense = "--dense" in option
+    kind = "bm25"
+    if dense:
+        from noterag.retrievers.faiss_index import AUTO_FLAT_MAX
+
+        kind = option.get("--dense-index", "auto").split(":", 1)[0]
+        if kind == "auto":
+            kind = "flat" if passages < AUTO_FLAT_MAX else "ivfpq"
+    try:
+        guess = estimate(passages, kind)
+    except NoteragError:
+        return None
+    model = option.get("--embedding-model") or "the embedding model"
+    embedding = (
+        f" plus embedding {passages:,} passages with {model} (not estimated: the model's "
+        "rate, which dominates on CPU)"
+        if dense
+        else ""
+    )
+    minutes = guess.build_s / 60
+    took = f"about {minutes:,.0f} min" if minutes >= 1 else "under 1 min"
+    basis = f"{guess.basis}; 768-d vectors assumed" if dense else guess.basis
+    return (
+        f"building it ({kind} index of {passages:,} passages, {counted}): {took}{embedding}, "
+        f"peak memory about {guess.peak_gib:,.1f} GiB, disk about {guess.disk_gib:,.1f} GiB "
+        f"({basis})"
+    )
 
 
 def _count(path: Path, limit: int | None) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 
 from noterag._fs import atomic_write_bytes, atomic_write_text
 from noterag.errors import NoteragError
-from noterag.reproduce.plan import Cell, Plan
+from noterag.reproduce.plan import Cell, Missing, Plan
 from noterag.reproduce.run import Outcome
 from noterag.terminal import terminal_safe_json
 
@@ -359,6 +359,8 @@ def print_plan(plan: Plan, console: Any) -> None:
         return Text(printable(value), style=style or "")
 
     console.print(text(caption(plan), "bold"), soft_wrap=True)
+    for line in backbone_lines(plan):
+        console.print(text(line, "dim"), soft_wrap=True)
     if plan.data is None:
         where = f"the sample index is built on the first run into {plan.out}"
         console.print(text(where, "dim"), soft_wrap=True)
@@ -366,8 +368,12 @@ def print_plan(plan: Plan, console: Any) -> None:
     # a few lines per run, never wrapped: paths and names stay whole, to be copied
     for run in plan.runs:
         n = "missing" if run.n_questions is None else str(run.n_questions)
+        if run.n_questions is None and run.n_questions_table is not None:
+            n = f"missing; the table's figure: {run.n_questions_table}"
         cost = run.estimate
         measured = f"measured as {cost.measured_as}" if cost.measured_as else "not measured"
+        if run.n_questions is None and cost.llm_calls is not None:
+            measured += f", × the table's {run.n_questions_table} questions"
         estimate = f"≈ {_count(cost.llm_calls)} model calls, ≈ {_count(cost.tokens)} tokens"
         for line, style in (
             (f"{run.name} (rows: {', '.join(run.rows)})", "bold"),
@@ -402,6 +408,42 @@ def print_plan(plan: Plan, console: Any) -> None:
     for m in plan.missing:
         line = f"missing ({m.dataset}) {m.what}: {m.path}; {m.provide}"
         console.print(text(line, "red"), soft_wrap=True)
+        for detail, style in missing_details(m):
+            console.print(text(detail, style), soft_wrap=True)
+    if plan.data_needs:
+        line = (
+            "--data DIR (the paper's data; without it every run stands on the shipped sample) "
+            "would need to hold:"
+        )
+        console.print(text(line, "bold"), soft_wrap=True)
+        for m in plan.data_needs:
+            console.print(text(f"  ({m.dataset}) {m.what}: {m.path}; {m.provide}"), soft_wrap=True)
+            for detail, style in missing_details(m):
+                console.print(text(f"  {detail}", style), soft_wrap=True)
+
+
+def backbone_lines(plan: Plan) -> list[str]:
+    """Which backbone's cells the plan holds, of how many, and the table's other backbones
+    with the flag that picks one."""
+    mine = len(plan.cells)
+    line = f"backbone: {plan.backbone} ({mine} of the table's {plan.cells_in_table} cells)"
+    if not plan.other_backbones:
+        return [line]
+    others = ", ".join(f"{b} ({n} cells)" for b, n in plan.other_backbones.items())
+    return [line, f"the table's other backbones: {others}; pick one with --backbone NAME"]
+
+
+def missing_details(m: Missing) -> list[tuple[str, str | None]]:
+    """The lines under a missing input: where the command's input comes from, the download
+    links the table gives, and what building it costs."""
+    lines: list[tuple[str, str | None]] = []
+    if m.needs and m.source:
+        lines.append((f"  {m.needs} comes from: {m.source}", None))
+    for link in m.links:
+        lines.append((f"  download: {link}", None))
+    if m.cost:
+        lines.append((f"  warning: {m.cost}", "yellow"))
+    return lines
 
 
 def _count(value: float | None) -> str:
