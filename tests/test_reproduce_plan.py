@@ -6,6 +6,7 @@ table knows where the files are missing, the download links of every missing inp
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +233,81 @@ def test_a_corpus_on_disk_is_counted_for_the_estimate(tmp_path: Path) -> None:
     index = next(m for m in plan.missing if m.path.endswith("2wikimqa/index"))
     assert index.cost is not None
     assert f"bm25 index of {lines:,} passages, counted in the corpus" in index.cost
+
+
+# --------------------------------------------------------------------------- 5. run names
+
+
+def test_words_are_written_bare_and_every_name_reads_back() -> None:
+    from noterag.reproduce.plan import run_name
+
+    name = run_name("musique", "deepnote", "official", {"official_code": "deepnote", "top_k": 5})
+    assert name == "musique.deepnote.official.official_code=deepnote.top_k=5"
+    # a word JSON reads as a number, boolean or null is not written bare: the name would not
+    # say which it is
+    plain = {run_name("h", "vanilla", "paper", {"x": v}) for v in (5, "5", True, "true", None,
+                                                                   "null", "NaN", "a", "_a")}  # fmt: skip
+    assert len(plain) == 9
+    assert run_name("h", "vanilla", "paper", {"x": 5}) == "h.vanilla.paper.x=5"
+    assert run_name("h", "vanilla", "paper", {"x": "_a"}) == "h.vanilla.paper.x=_a"
+    assert ".h-" in run_name("h", "vanilla", "paper", {"x": "5"})
+
+
+def test_every_shipped_run_has_a_readable_name_of_its_own(tmp_path: Path) -> None:
+    names: dict[str, tuple[Any, ...]] = {}
+    for table_name in table_names():
+        table = load_table(table_name)
+        for backbone in table.backbones:
+            for run in make_plan(table, out=tmp_path, backbone=backbone).runs:
+                identity = (
+                    run.dataset,
+                    run.method,
+                    run.profile,
+                    json.dumps(run.settings, sort_keys=True),
+                )
+                assert names.setdefault(run.name, identity) == identity
+                assert ".h-" not in run.name and '"' not in run.name and "=_" not in run.name
+
+
+def _official_table(tmp_path: Path) -> Path:
+    from test_reproduce import TABLE, write_table
+
+    row = TABLE["rows"][0] | {"id": "official", "profile": "official",
+                              "settings": {"official_code": "deepnote", "top_k": 3}}  # fmt: skip
+    return write_table(tmp_path / "t", TABLE | {"rows": [row]})
+
+
+@pytest.mark.parametrize("shard", [None, "1/2"])
+def test_a_run_under_its_name_from_before_words_lost_their_quotes_resumes_there(
+    tmp_path: Path, shard: str | None
+) -> None:
+    from noterag.eval import run_eval
+    from noterag.reproduce.plan import _readable_name
+    from noterag.reproduce.run import run_dir_of
+    from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+
+    table = load_table("toy-table1", _official_table(tmp_path))
+    model = ScriptedModel(default="1871")
+    plan = make_plan(table, out=tmp_path / "out", model=model, datasets=["hotpotqa"], limit=1)
+    (run,) = plan.runs
+    assert run.name == "hotpotqa.vanilla.official.official_code=deepnote.top_k=3"
+    old = Path(run.run_dir).parent / _readable_name("hotpotqa", "vanilla", "official", run.settings)
+    assert old.name == "hotpotqa.vanilla.official.official_code=_deepnote_.top_k=3"
+    run_eval(run.method, run.questions, run_dir_of(replace(run, run_dir=str(old)), shard),
+             index=KeywordRetriever(passages=passages(*VELMORA_ROWS)), model=model,
+             context=run.context, limit=1, progress=False)  # fmt: skip
+    again = make_plan(table, out=tmp_path / "out", model=model, datasets=["hotpotqa"], limit=1)
+    assert again.runs[0].run_dir == str(old)  # found, and resumed where it is
+    # another run that the old name would fit (other questions) is not picked up
+    other = tmp_path / "data"
+    (other / "hotpotqa").mkdir(parents=True)
+    from noterag.sample import sample_questions_path
+
+    (other / "hotpotqa" / "questions.jsonl").write_bytes(sample_questions_path().read_bytes())
+    elsewhere = make_plan(table, out=tmp_path / "out", model=model, data=other,
+                          datasets=["hotpotqa"], limit=1)  # fmt: skip
+    assert elsewhere.runs[0].run_dir == str(Path(run.run_dir))
+    # once the run's own directory exists, it is the one used
+    Path(run.run_dir).mkdir()
+    mine = make_plan(table, out=tmp_path / "out", model=model, datasets=["hotpotqa"], limit=1)
+    assert mine.runs[0].run_dir == run.run_dir

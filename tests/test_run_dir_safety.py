@@ -155,9 +155,10 @@ def test_run_names_are_injective_and_readable_names_stay_as_they_were() -> None:
     assert run_name("hotpotqa", "vanilla", "paper", {"x": "a b"}) != run_name(
         "hotpotqa", "vanilla", "paper", {"x": "a b"}, dense=True
     )
-    # the names earlier versions gave (the shipped tables' runs) stay, so their runs resume
+    # a word is written bare (a run named ...official_code=_deepnote_... by an earlier version
+    # resumes there: tests/test_reproduce_plan.py)
     assert run_name("hotpotqa", "vanilla", "official", {"official_code": "deepnote", "top_k": 3}) \
-        == "hotpotqa.vanilla.official.official_code=_deepnote_.top_k=3"  # fmt: skip
+        == "hotpotqa.vanilla.official.official_code=deepnote.top_k=3"  # fmt: skip
     assert run_name("hotpotqa", "deepnote", "paper", {"top_k": 5}) == (
         "hotpotqa.deepnote.paper.top_k=5"
     )

@@ -19,6 +19,7 @@ sample questions against the simulated endpoint) times the run's questions.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -392,20 +393,27 @@ def profile_of(row: Row) -> str:
 def run_name(
     dataset: str, method: str, profile: str, settings: dict[str, Any], *, dense: bool = False
 ) -> str:
-    """A run's directory name, from its identity: ``hotpotqa.deepnote.official.top_k=5``
-    (``.dense`` after it for a row on the dense retriever).
+    """A run's directory name, from its identity:
+    ``hotpotqa.vanilla.official.official_code=deepnote.top_k=5`` (``.dense`` after it for a
+    row on the dense retriever).
 
     Names are injective: two runs that differ in anything (a setting's punctuation too) never
     share a directory, so a row is never scored from another row's run. The readable name is
     the identity itself where it can be read back unambiguously (``_readable_is_exact``: plain
-    names, numbers, booleans and plain words as values, the shipped tables' every run), and
-    keeps the name earlier versions gave such runs, so their directories resume. Anything else
-    (a value with spaces or punctuation, a list, a key with a dot) loses information in a file
-    name: its name is a shortened readable part and ``.h-`` with a hash of the whole identity.
+    names, numbers, booleans and plain words as values, the shipped tables' every run): a word
+    is written as it is (``official_code=deepnote``), a number, boolean or null as JSON writes
+    it. Anything else (a value with spaces or punctuation, a word JSON would read as a number
+    or boolean, a list, a key with a dot) loses information in a file name: its name is a
+    shortened readable part and ``.h-`` with a hash of the whole identity. A run an earlier
+    noterag named otherwise (``official_code=_deepnote``, before words lost their quotes) is
+    found under that name (``_earlier_dir``) and resumes there.
     """
+    if _readable_is_exact(dataset, method, profile, settings):
+        exact = _exact_name(dataset, method, profile, settings, dense=dense)
+        if len(exact) <= _MAX_NAME:
+            return exact
+    # the hashed names keep the readable part they were given when names became injective
     readable = _readable_name(dataset, method, profile, settings, dense=dense)
-    if _readable_is_exact(dataset, method, profile, settings) and len(readable) <= _MAX_NAME:
-        return readable
     identity = json.dumps(
         [dataset, method, profile, settings, dense], sort_keys=True, ensure_ascii=False
     )
@@ -413,11 +421,24 @@ def run_name(
     return f"{readable[: _MAX_NAME - 16].rstrip('._-')}.h-{digest}"
 
 
+def _exact_name(
+    dataset: str, method: str, profile: str, settings: dict[str, Any], *, dense: bool = False
+) -> str:
+    """The readable name of an identity ``_readable_is_exact`` accepts: its parts joined by
+    ``.``, each setting ``key=value``, a word bare and anything else as JSON writes it."""
+    parts = [dataset, method, profile]
+    parts += [
+        f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(settings.items())
+    ]
+    return ".".join([*parts, "dense"] if dense else parts)
+
+
 def _readable_name(
     dataset: str, method: str, profile: str, settings: dict[str, Any], *, dense: bool = False
 ) -> str:
-    """The identity as a file name, every run of other characters as one ``_`` (the only name
-    before names became injective: what ``_earlier_dir`` looks for)."""
+    """The identity as a file name, every run of other characters as one ``_``: the name
+    earlier versions gave every run (``official_code=_deepnote``), what ``_earlier_dir`` looks
+    for, and the readable part of a hashed name."""
     parts = [dataset, method, profile]
     parts += [f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(settings.items())]
     readable = _safe(".".join(parts))
@@ -427,22 +448,23 @@ def _readable_name(
 # A file name's room (255 bytes on most filesystems), less a shard's suffix (.shard-I-of-N).
 _MAX_NAME = 200
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-_WORD = re.compile(r"[A-Za-z0-9_-]*[A-Za-z0-9-]")  # a string value, written "_word" in a name
+_WORD = re.compile(r"[A-Za-z0-9_-]*[A-Za-z0-9-]")  # a string value, written bare in a name
 _NUMBER_TEXT = re.compile(r"-?[0-9][0-9.eE-]*")
 
 
 def _readable_is_exact(dataset: str, method: str, profile: str, settings: dict[str, Any]) -> bool:
     """Whether the readable name can be read back into exactly this identity: the names and
     keys plain (no ``.`` or ``=``, which separate the parts), every value a number, a boolean,
-    null or a plain word (``"deepnote"`` is written ``_deepnote``; one ending in ``_`` would
-    lose it to the name's trimmed end). A hashed name always ends in ``.h-<hex>``, which no
+    null or a plain word that JSON would not read as one of those (``"deepnote"`` is written
+    ``deepnote``; ``"5"`` or ``"true"`` would read as a number or boolean; one ending in ``_``
+    could lose it to a trimmed end). A hashed name always ends in ``.h-<hex>``, which no
     readable name does (its last part holds ``=``, is a profile after exactly two parts, a
     number's digits or ``dense``)."""
     if not all(_PLAIN.fullmatch(name) for name in (dataset, method, profile, *settings)):
         return False
     for value in settings.values():
         if isinstance(value, str):
-            if not _WORD.fullmatch(value):
+            if not _WORD.fullmatch(value) or _reads_as_json(value):
                 return False
         elif isinstance(value, bool) or value is None:
             continue
@@ -451,6 +473,16 @@ def _readable_is_exact(dataset: str, method: str, profile: str, settings: dict[s
                 return False  # inf, nan, 1e+20
         else:
             return False
+    return True
+
+
+def _reads_as_json(text: str) -> bool:
+    """Whether ``text`` is a JSON value (a number, true, false, null; Python's NaN, Infinity):
+    a word written bare must not be one, or the name would not say which it is."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
     return True
 
 
@@ -570,11 +602,13 @@ def retrieves(method: str) -> bool:
 
 
 def _earlier_dir(model_dir: Path, name: str, key: str, row: Row, questions: Path) -> Path | None:
-    """The directory an earlier noterag gave this run, where its name now has a hash
-    (``run_name``) and only that directory exists: used if its run.json is this very run
-    (method, settings, questions), so a run started before the names became injective
-    resumes. Another row's run that shared the old name is never picked up."""
-    if not name.rsplit(".", 1)[-1].startswith("h-") or (model_dir / name).exists():
+    """The directory an earlier noterag gave this run under another name (every run before
+    words lost their quotes, ``official_code=_deepnote``; a run now hashed): used where the
+    run's own directory does not exist and the earlier one's run.json (or, for a sharded run,
+    a shard's) is this very run (method, settings, questions), so a run started before the
+    names changed resumes where it is. Another row's run that shared the old name is never
+    picked up."""
+    if (model_dir / name).exists() or any(model_dir.glob(f"{glob.escape(name)}.shard-*")):
         return None
     assert row.method is not None
     from noterag.eval.runs import RUN_FILE, RunDirError, read_json_file
@@ -582,11 +616,15 @@ def _earlier_dir(model_dir: Path, name: str, key: str, row: Row, questions: Path
     legacy = _readable_name(
         key, row.method, profile_of(row), row.settings, dense=row.retrieval == "dense"
     )
+    if legacy == name:
+        return None
     old = model_dir / legacy
-    if not (old / RUN_FILE).is_file():
+    candidates = [old, *sorted(model_dir.glob(f"{glob.escape(legacy)}.shard-*-of-*"))]
+    found = next((c for c in candidates if (c / RUN_FILE).is_file()), None)
+    if found is None:
         return None
     try:
-        config = read_json_file(old / RUN_FILE)
+        config = read_json_file(found / RUN_FILE)
     except RunDirError:
         return None
     context = json.loads(json.dumps(row.settings | {"profile": profile_of(row)}))
