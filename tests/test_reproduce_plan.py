@@ -311,3 +311,24 @@ def test_a_run_under_its_name_from_before_words_lost_their_quotes_resumes_there(
     Path(run.run_dir).mkdir()
     mine = make_plan(table, out=tmp_path / "out", model=model, datasets=["hotpotqa"], limit=1)
     assert mine.runs[0].run_dir == run.run_dir
+
+
+# --------------------------------------------------------------------------- what the paper ran
+
+
+@pytest.mark.parametrize("name", table_names())
+def test_the_dry_run_shows_each_runs_settings_and_each_datasets_sample(
+    name: str, tmp_path: Path
+) -> None:
+    table = load_table(name)
+    plan = make_plan(table, out=tmp_path / "o")
+    result = invoke(name, "--dry-run", "--out", str(tmp_path / "o"))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    for run in plan.runs:
+        settings = json.dumps(run.context, sort_keys=True, ensure_ascii=False)
+        assert f"  {run.method}, settings: {settings}" in lines
+    for key in {run.dataset for run in plan.runs}:
+        ds = table.datasets[key]
+        line = f"{key} ({ds.name}): the paper's sample: {ds.sample}; retriever: {ds.retriever}"
+        assert line in lines

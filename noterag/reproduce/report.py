@@ -364,6 +364,12 @@ def print_plan(plan: Plan, console: Any) -> None:
     if plan.data is None:
         where = f"the sample index is built on the first run into {plan.out}"
         console.print(text(where, "dim"), soft_wrap=True)
+    # what the paper ran each dataset on: its sample and retriever, as the table file says
+    for key in plan.datasets:
+        if any(run.dataset == key for run in plan.runs):
+            ds = plan.table.datasets[key]
+            line = f"{key} ({ds.name}): the paper's sample: {ds.sample}; retriever: {ds.retriever}"
+            console.print(text(line, "dim"), soft_wrap=True)
     console.print(text(f"{len(plan.runs)} runs", "bold"))
     # a few lines per run, never wrapped: paths and names stay whole, to be copied
     for run in plan.runs:
@@ -375,8 +381,10 @@ def print_plan(plan: Plan, console: Any) -> None:
         if run.n_questions is None and cost.llm_calls is not None:
             measured += f", × the table's {run.n_questions_table} questions"
         estimate = f"≈ {_count(cost.llm_calls)} model calls, ≈ {_count(cost.tokens)} tokens"
+        settings = json.dumps(run.context, sort_keys=True, ensure_ascii=False)
         for line, style in (
             (f"{run.name} (rows: {', '.join(run.rows)})", "bold"),
+            (f"  {run.method}, settings: {settings}", None),
             (f"  questions: {n} ({run.questions})", None),
             (f"  index: {run.index}", None),
             (f"  {estimate} ({measured})", None),
