@@ -94,8 +94,9 @@ def reproduce_command(
         bool,
         typer.Option(
             "--dry-run",
-            help="Print the plan (runs, questions, estimated calls and tokens, skipped rows, "
-            "missing inputs) and run nothing.",
+            help="Print the plan (the backbone and the table's others, each dataset's sample, "
+            "each run's settings, questions, estimated calls and tokens, skipped rows, missing "
+            "inputs with their download links and build costs) and run nothing.",
         ),
     ] = False,
     as_json: Annotated[
