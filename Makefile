@@ -2,16 +2,35 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_QUESTION ?= In which year was the architect of the Velmora Bridge born?
-# llama.cpp compiles from source once (about 5 minutes on 2 cores); pip caches the wheel after.
+# llama.cpp compiles from source once (about 5 minutes on 2 cores, more on a busy machine); its
+# wheel is kept after (LLAMA_WHEELS).
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
 .PHONY: test check typecheck demo install lint bench clean chromium test-pins
+
+# The local model's llama.cpp, built for any x86-64 CPU with AVX2 rather than for this one
+# (-march=native): the native build of 0.3.36 dies with a general protection fault in
+# libggml-cpu at its first generation on the AMX Xeons seen here. Built once into a folder named
+# by version and flags, and installed from there: pip's own wheel cache is keyed by the source
+# only, so it would hand back a native build made before.
+LLAMA_VERSION := 0.3.36
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_WHEELS ?= $(HOME)/.cache/noterag/llama-$(LLAMA_VERSION)-avx2
+else
+LLAMA_CMAKE :=
+LLAMA_WHEELS ?= $(HOME)/.cache/noterag/llama-$(LLAMA_VERSION)-native
+endif
 
 # torch first, the CPU build (a local file here): else the dense extra pulls CUDA packages.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="$(LLAMA_CMAKE)" $(PY) -m pip wheel --quiet --no-deps --no-cache-dir \
+	    'llama-cpp-python==$(LLAMA_VERSION)' -w $(LLAMA_WHEELS)
+	$(PY) -m pip install --quiet --find-links $(LLAMA_WHEELS) 'llama-cpp-python[server]==$(LLAMA_VERSION)'
 	$(PY) -m pip install --quiet -e '.[dev,local,es,dense,align,ray,postgres]'
 	touch $@
 
