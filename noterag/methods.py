@@ -15,7 +15,7 @@ from typing import Any
 
 from noterag.errors import ConfigError
 from noterag.graphs.assemble import build
-from noterag.spec import MethodSpec
+from noterag.spec import MethodSpec, reads_note
 
 # The four note methods first, in the order `noterag methods` lists them; then every other
 # module of noterag.graphs that declares a SPEC (the baselines), by name. A new built-in method
@@ -138,3 +138,17 @@ def build_graph(
 def context_schema(method: str) -> type:
     """The method's context dataclass (its settings, their defaults and descriptions)."""
     return METHODS[method].context
+
+
+def note_methods() -> list[str]:
+    """The registered methods whose answer prompt reads a note under some profile and task:
+    those a ``human_review`` of the note (``note``, ``both``) applies to."""
+    return [
+        name
+        for name, spec in METHODS.items()
+        if any(
+            reads_note(prompt_set, task)
+            for prompt_set in spec.prompts.values()
+            for task in getattr(prompt_set, "answer", {})
+        )
+    ]

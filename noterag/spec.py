@@ -406,21 +406,6 @@ def reads_note(prompt_set: Any, task: str) -> bool:
     return isinstance(prompt, Prompt) and "note" in prompt.slots
 
 
-def note_methods() -> list[str]:
-    """The registered methods whose answer prompt reads a note under some profile and task."""
-    from noterag.methods import METHODS
-
-    return [
-        name
-        for name, spec in METHODS.items()
-        if any(
-            reads_note(prompt_set, task)
-            for prompt_set in spec.prompts.values()
-            for task in getattr(prompt_set, "answer", {})
-        )
-    ]
-
-
 def check_review(
     method: str, prompts: Mapping[str, Any], ctx: Any, task: str, *, checkpointer: bool
 ) -> None:
@@ -449,5 +434,5 @@ def check_review(
         raise ConfigError(
             f"human_review={setting}: {method}'s answer ({ctx.profile} profile, task {task}) "
             f"reads no note, so there is no note to review; here human_review takes none or "
-            f"answer. Methods with a note to review: {', '.join(note_methods())}"
+            f"answer (noterag.methods.note_methods() lists the methods with a note to review)"
         )

@@ -32,8 +32,8 @@ from test_embedding import CORPUS, thread
 
 import noterag
 from noterag.graphs.assemble import build
-from noterag.methods import METHODS
-from noterag.spec import MethodError, note_methods
+from noterag.methods import METHODS, note_methods
+from noterag.spec import MethodError
 from noterag.step import decision_of
 from scripted import KeywordRetriever, ScriptedModel
 
