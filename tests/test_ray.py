@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -244,3 +245,155 @@ def test_without_an_address_a_local_cluster_lives_as_long_as_the_run(tmp_path: P
     import ray
 
     assert not ray.is_initialized()
+
+
+# --------------------------------------------------------------------------- a cluster that is gone
+
+
+@pytest.fixture
+def model_url() -> Iterator[str]:
+    """A simulated endpoint answering at once (the model is checked before the cluster)."""
+    server, url = start(SimModel(base_s=0.0, per_token_s=0.0))
+    yield url
+    server.shutdown()
+
+
+def _eval(tmp_path: Path, address: str, url: str, n: int = 3) -> list[str]:
+    return [
+        NOTERAG, "eval", "-m", "deepnote", "-d", str(_questions(tmp_path / "q.jsonl", n)),
+        "-o", str(tmp_path / "run"), "-i", str(sample_index(tmp_path / "cache")),
+        "--model", f"openai:sim@{url}", "--ray", address, "--workers", "1", "-j", "1", "-q",
+    ]  # fmt: skip
+
+
+def test_an_address_nobody_answers_is_one_line(tmp_path: Path, model_url: str) -> None:
+    port = _free_port()  # nothing listens there
+    done = subprocess.run(
+        _eval(tmp_path, f"127.0.0.1:{port}", model_url),
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        (
+            f"error: cannot connect to the Ray cluster at 127.0.0.1:{port}: nothing answers at "
+            f"127.0.0.1:{port} (connection refused)"
+        )
+    ]
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_address_that_never_answers_as_ray_is_one_line(tmp_path: Path, model_url: str) -> None:
+    """A port that accepts connections and says nothing: ray.init is given
+    NOTERAG_RAY_CONNECT_TIMEOUT (here 5 s), not its own many minutes."""
+    mute = socket.socket()
+    mute.bind(("127.0.0.1", 0))
+    mute.listen(64)
+    port = mute.getsockname()[1]
+    try:
+        done = subprocess.run(
+            _eval(tmp_path, f"127.0.0.1:{port}", model_url),
+            capture_output=True, text=True, timeout=300, check=False,
+            env=os.environ | {"NOTERAG_RAY_CONNECT_TIMEOUT": "5"},
+        )  # fmt: skip
+    finally:
+        mute.close()
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        (
+            f"error: cannot connect to the Ray cluster at 127.0.0.1:{port}: no answer from Ray "
+            "within 5 s (NOTERAG_RAY_CONNECT_TIMEOUT sets how long to wait)"
+        )
+    ], done.stderr
+    assert done.stderr.strip().splitlines()[-1] == errors[0]
+
+
+def _processes_of(temp: Path) -> dict[int, bytes]:
+    """The processes of the cluster whose Ray directory is ``temp``: pid -> command line."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(temp).encode() in cmdline:
+                found[int(entry.name)] = cmdline
+    return found
+
+
+@pytest.fixture
+def lone_node(cluster: str) -> Iterator[tuple[str, Path]]:
+    """A second cluster, one node (1 CPU), of its own: the test kills its node. Stopped by
+    killing its processes (``ray stop`` would stop the module's cluster too). ``cluster``
+    first: it sets the token every driver of this module uses."""
+    port = _free_port()
+    temp = Path("/tmp") / f"noterag-ray1-{os.getpid()}"
+    env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0"}
+    started = subprocess.run(
+        [RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+         "--num-cpus", "1", "--include-dashboard", "false", "--disable-usage-stats",
+         "--temp-dir", str(temp)],
+        check=False, capture_output=True, text=True, env=env, timeout=180,
+    )  # fmt: skip
+    if started.returncode != 0:
+        pytest.fail(f"ray start failed: {started.stderr[-2000:]}")
+    try:
+        yield f"127.0.0.1:{port}", temp
+    finally:
+        for pid in _processes_of(temp):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("victim", "why"),
+    [
+        ("raylet", r"it has no live node left"),
+        ("gcs_server", r"its head at [\d.]+:\d+ no longer answers \(connection refused\)"),
+    ],
+)
+def test_a_cluster_whose_only_node_or_head_dies_stops_with_one_line_and_keeps_the_rows(
+    lone_node: tuple[str, Path], tmp_path: Path, victim: str, why: str
+) -> None:
+    """Killed mid-run: its node's raylet (the head's GCS lives on) or the head's GCS. Ray's
+    driver would wait for the answers for ever (or die with a C++ log line); a later run
+    resumes from the rows kept."""
+    address, temp = lone_node
+    model = SimModel(base_s=0.2, per_token_s=0.0)
+    server, url = start(model)
+    run = tmp_path / "run"
+    try:
+        driver = subprocess.Popen(
+            _eval(tmp_path, address, url, n=30), stderr=subprocess.PIPE, text=True
+        )
+        results = run / "results.jsonl"
+        _wait_for(
+            lambda: results.exists() and len(results.read_text().splitlines()) >= 2,
+            240,
+            "the first rows",
+        )
+        victims = [
+            pid
+            for pid, cmd in _processes_of(temp).items()
+            if cmd.split(b"\0")[0].endswith(f"/{victim}".encode())
+        ]
+        assert len(victims) == 1, _processes_of(temp)
+        os.kill(victims[0], signal.SIGKILL)
+        _, stderr = driver.communicate(timeout=240)
+    finally:
+        server.shutdown()
+    assert driver.returncode == 1
+    kept = _rows(run)
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, stderr
+    assert re.fullmatch(
+        rf"error: the Ray cluster stopped answering: {why} \(stopped after {len(kept)} of 30 "
+        r"questions; run the same command again to resume\)",
+        errors[0],
+    ), errors[0]
+    assert stderr.strip().splitlines()[-1] == errors[0]
+    assert 2 <= len(kept) < 30 and len({r["id"] for r in kept}) == len(kept)

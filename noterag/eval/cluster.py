@@ -21,6 +21,14 @@ in the summary). A question whose workers die ``MAX_ATTEMPTS`` times stops the r
 itself kills them). Ctrl-C on the driver kills this run's actors (their requests stop) and
 leaves a resumable directory; without an address a local cluster is started for the run and
 shut down with it.
+
+Bounds. Ray itself waits for a cluster without end: ``ray.init`` retries an address nobody
+answers for over ten minutes (printing C++ warnings every 30 s), and a driver whose cluster lost
+its last node, or its head, waits for its answers forever. So the address is tried with a plain
+TCP connection first (``PROBE_S``) and ``ray.init`` given ``CONNECT_S``
+(``$NOTERAG_RAY_CONNECT_TIMEOUT``); while it waits for answers the driver checks every
+``CHECK_S`` that the head still answers and that a node is alive, and else stops with one line:
+the rows written so far stay, and the same command resumes once the cluster is back.
 """
 
 from __future__ import annotations
@@ -28,8 +36,13 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
+import tempfile
+import threading
+import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +54,17 @@ __all__ = ["MAX_ATTEMPTS", "ClusterSetup", "run_on_ray"]
 MAX_ATTEMPTS = 3
 # Variables the actors get from the driver: the model's key and endpoint, noterag's settings.
 _PASSED_ENV = ("NOTERAG_", "OPENAI_")
+# Seconds for the head's port to accept a TCP connection, for ray.init to connect, and between
+# two checks that the cluster still has a head and a live node while answers are awaited.
+PROBE_S = 5.0
+CONNECT_S = 60.0
+CHECK_S = 5.0
+# Seconds a worker that replaces a dead one may keep dying before its death is the run's error.
+REPLACE_S = 60.0
+
+
+class ClusterGone(NoteragError):
+    """The cluster has no head or no live node left: nothing would ever answer."""
 
 
 @dataclass
@@ -127,19 +151,159 @@ def connect(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     local = address in (None, "", "local")
-    try:
-        ray.init(
-            address=None if local else address,
-            num_cpus=len(os.sched_getaffinity(0)) if local else None,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-            logging_level=logging.ERROR,
+    if not local:
+        assert address is not None
+        head = _head_of(address)
+        if head is not None:
+            silent = _silent(*head)
+            if silent is not None:
+                raise ConfigError(
+                    f"cannot connect to the Ray cluster at {address}: nothing answers at "
+                    f"{_hostport(*head)} ({silent})"
+                )
+    outcome: list[BaseException | None] = []
+
+    def init() -> None:
+        try:
+            ray.init(
+                address=None if local else address,
+                num_cpus=len(os.sched_getaffinity(0)) if local else None,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+                logging_level=logging.ERROR,
+            )
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome.append(exc)
+
+    if local:
+        # In this thread: Ray starts the local cluster's processes to die with the thread that
+        # started them (PR_SET_PDEATHSIG), and this process dies with them. Not bounded: it is
+        # this machine starting its own processes.
+        init()
+    else:
+        # In a thread of its own, so that a head that accepts connections but never answers
+        # as Ray (ray.init would retry it for many minutes) is one line after the bound.
+        bound = connect_s()
+        waiter = threading.Thread(target=init, name="noterag-ray-init", daemon=True)
+        with _ray_stderr_held() as settled:
+            waiter.start()
+            waiter.join(bound)
+            settled(outcome[0] is None if outcome else None)
+    if not outcome:
+        raise ConfigError(
+            f"cannot connect to the Ray cluster at {address}: no answer from Ray within "
+            f"{bound:g} s (NOTERAG_RAY_CONNECT_TIMEOUT sets how long to wait)"
         )
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    exc = outcome[0]
+    if isinstance(exc, ConnectionError | RuntimeError | ValueError):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"cannot connect to the Ray cluster at {address}: {first}") from None
+    if exc is not None:
+        raise exc
     return True
+
+
+@contextmanager
+def _ray_stderr_held() -> Iterator[Callable[[bool | None], None]]:
+    """File descriptor 2 into a temporary file while ``ray.init`` connects: Ray's C++ client
+    prints a warning there for every failed attempt, and Ray in a thread warns that it set no
+    SIGTERM handler (noterag handles its signals itself). ``settled(True)`` or ``(False)``
+    (connected, or failed: the error line says why) drops it; ``None`` (still trying, in its
+    thread, until the process ends) leaves descriptor 2 to it and moves Python's ``sys.stderr``
+    to where descriptor 2 went, so the error line is the last line."""
+    saved, sink = os.dup(2), tempfile.TemporaryFile()  # noqa: SIM115 - closed below
+    outcome: list[bool | None] = []
+    os.dup2(sink.fileno(), 2)
+    try:
+        yield outcome.append
+    finally:
+        if outcome and outcome[0] is not None:
+            os.dup2(saved, 2)
+            os.close(saved)
+        else:
+            sys.stderr.flush()
+            sys.stderr = open(  # noqa: SIM115 - the process's stderr from now on
+                saved, "w", buffering=1, encoding="utf-8", errors="backslashreplace"
+            )
+        sink.close()
+
+
+def connect_s() -> float:
+    """How long ``ray.init`` may take to connect: ``$NOTERAG_RAY_CONNECT_TIMEOUT`` or
+    ``CONNECT_S``."""
+    given = os.environ.get("NOTERAG_RAY_CONNECT_TIMEOUT", "").strip()
+    try:
+        seconds = float(given) if given else CONNECT_S
+    except ValueError:
+        raise ConfigError(
+            f"NOTERAG_RAY_CONNECT_TIMEOUT must be a number of seconds, not {given!r}"
+        ) from None
+    if not seconds > 0:
+        raise ConfigError(f"NOTERAG_RAY_CONNECT_TIMEOUT must be positive, not {given!r}")
+    return seconds
+
+
+def _head_of(address: str) -> tuple[str, int] | None:
+    """The head's host and port for ``address`` as ``ray.init`` will read it (``auto`` and
+    ``$RAY_ADDRESS`` resolved); None when it is no ``host:port``."""
+    if address.startswith("ray://"):
+        where = address.removeprefix("ray://").split("/", 1)[0]
+    else:
+        try:
+            from ray._private.services import get_ray_address_from_environment
+        except ImportError:  # Ray's own lookup moved: check the address as given
+            where = address
+        else:
+            try:
+                where = get_ray_address_from_environment(address, None) or address
+            except ConnectionError as exc:  # "auto" and no cluster on this machine
+                raise ConfigError(
+                    f"cannot connect to the Ray cluster at {address}: {exc}"
+                ) from None
+    return _parse_hostport(where)
+
+
+def _parse_hostport(where: str) -> tuple[str, int] | None:
+    host, colon, port = where.rpartition(":")
+    if not colon or not port.isdigit() or not host:
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _silent(host: str, port: int) -> str | None:
+    """Why nothing accepts a TCP connection at ``host:port`` within ``PROBE_S``, or None."""
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_S):
+            return None
+    except TimeoutError:
+        return f"no answer within {PROBE_S:g} s"
+    except OSError as exc:
+        return (exc.strerror or str(exc) or type(exc).__name__).lower()
+
+
+def _gone() -> str | None:
+    """Why the connected cluster can answer nothing any more (its head does not accept a
+    connection, or no node is alive), or None."""
+    import ray
+
+    try:
+        gcs = ray.get_runtime_context().gcs_address
+    except Exception:  # noqa: BLE001 - without it only the nodes are checked
+        gcs = None
+    head = _parse_hostport(gcs) if gcs else None
+    if head is not None:
+        silent = _silent(*head)
+        if silent is not None:
+            return f"its head at {_hostport(*head)} no longer answers ({silent})"
+    if not any(node.get("Alive") for node in ray.nodes()):
+        return "it has no live node left"
+    return None
 
 
 def disconnect() -> None:
@@ -191,13 +355,41 @@ def run_on_ray(
     )
     slots: list[_Slot] = []
     numbers = iter(range(1, 1_000_000))
+    checked = time.monotonic()
+    gone = False
 
-    def start_actor() -> _Slot:
-        actor = remote.remote(setup)
-        try:
-            ray.get(actor.where.remote())  # type: ignore[attr-defined]  # Ray's actor method
-        except ray.exceptions.RayActorError as exc:
-            raise NoteragError(f"a Ray worker could not build the graph: {_cause(exc)}") from None
+    def check(now: bool = False) -> None:
+        """Stop (keeping the rows) once the cluster can answer nothing: Ray would wait."""
+        nonlocal checked, gone
+        if not now and time.monotonic() - checked < CHECK_S:
+            return
+        why = _gone()
+        checked = time.monotonic()
+        if why is not None:
+            gone = True
+            raise Abort(ClusterGone(f"the Ray cluster stopped answering: {why}"))
+
+    def start_actor(replacing: bool = False) -> _Slot:
+        # A replacement may land on the node that just died, before the cluster knows it is
+        # dead (its head notices within seconds): it is tried again meanwhile, the cluster
+        # checked each time, rather than its death taken for a graph that cannot be built.
+        deadline = time.monotonic() + (REPLACE_S if replacing else 0.0)
+        while True:
+            actor = remote.remote(setup)
+            up = actor.where.remote()  # type: ignore[attr-defined]  # Ray's actor method
+            while not ray.wait([up], timeout=1.0)[0]:
+                check()  # an actor waits for a node without end
+            try:
+                ray.get(up)
+                break
+            except ray.exceptions.RayActorError as exc:
+                if replacing:
+                    check(now=True)
+                if exc.actor_init_failed or time.monotonic() >= deadline:
+                    raise NoteragError(
+                        f"a Ray worker could not build the graph: {_cause(exc)}"
+                    ) from None
+                time.sleep(1.0)  # before the next try: its head's view of the nodes moves on
         slot = _Slot(next(numbers), actor)
         slots.append(slot)
         return slot
@@ -220,12 +412,15 @@ def run_on_ray(
         submit()
         while inflight:
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+            if not ready:
+                check()
             for ref in ready:
                 slot, example = inflight.pop(ref)
                 slot.load -= 1
                 try:
                     kind, *payload = ray.get(ref)
                 except died as exc:
+                    check(now=True)  # every worker's death: the cluster may have no node left
                     attempts[example.id] += 1
                     if attempts[example.id] >= MAX_ATTEMPTS:
                         raise Abort(
@@ -238,7 +433,7 @@ def run_on_ray(
                     if slot.alive:  # its other questions come back the same way
                         slot.alive = False
                         ray.kill(slot.actor, no_restart=True)
-                        start_actor()
+                        start_actor(replacing=True)
                     continue
                 if kind == "abort":
                     error, resumable = payload
@@ -251,7 +446,7 @@ def run_on_ray(
                     written.add(row["id"])
             submit()
     finally:
-        for slot in slots:  # stops their requests: Ctrl-C, an abort or the end
+        for slot in [] if gone else slots:  # stops their requests: Ctrl-C, an abort or the end
             try:
                 ray.kill(slot.actor, no_restart=True)
             except Exception:  # noqa: BLE001, S110 - already gone
