@@ -148,8 +148,10 @@ class RendezvousModel(ScriptedModel):
     # mutable, so that the non-streaming copies the graph makes of a model share it
     _barriers: dict[str, threading.Barrier] = PrivateAttr(default_factory=dict)
 
-    def meet(self, parties: int, *stages: str, timeout: float = 10) -> threading.Barrier:
-        """One barrier of ``parties`` for the calls of ``stages``."""
+    def meet(self, parties: int, *stages: str, timeout: float = 120) -> threading.Barrier:
+        """One barrier of ``parties`` for the calls of ``stages``. The timeout only ends a test
+        that is failing (calls sent one after the other); generous, so that a busy machine's
+        slow thread start never breaks a barrier the graph would have met."""
         barrier = threading.Barrier(parties, timeout=timeout)
         self._barriers.update(dict.fromkeys(stages, barrier))
         return barrier
