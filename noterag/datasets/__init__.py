@@ -296,19 +296,25 @@ def _dataset_from_path(path: Path) -> str:
 # --------------------------------------------------------------------------- pooling
 
 
-def _texts_with_last_title(
-    records: Iterable[Record], fmt: str, stats: PoolStats, by_text: dict[str, str]
-) -> None:
-    """DeepNote's index_2wiki.py: ``data[para] = title`` over every paragraph, in order."""
+def _paragraphs(records: Iterable[Record], fmt: str, stats: PoolStats) -> Iterator[Paragraph]:
+    """Every (title, text) paragraph of ``records``, in order, counted in ``stats``."""
     for record in records:
         stats.questions += 1
         paragraphs = parse_paragraphs(fmt, record)
         if paragraphs is None:
             stats.without_paragraphs += 1
             continue
-        for title, text in paragraphs:
+        for paragraph in paragraphs:
             stats.paragraphs += 1
-            by_text[text] = title
+            yield paragraph
+
+
+def _texts_with_last_title(
+    records: Iterable[Record], fmt: str, stats: PoolStats, by_text: dict[str, str]
+) -> None:
+    """DeepNote's index_2wiki.py: ``data[para] = title`` over every paragraph, in order."""
+    for title, text in _paragraphs(records, fmt, stats):
+        by_text[text] = title
 
 
 def _distinct_passages(
@@ -319,21 +325,14 @@ def _distinct_passages(
     *,
     keep_blank: bool = False,
 ) -> Iterator[dict[str, str]]:
-    for record in records:
-        stats.questions += 1
-        paragraphs = parse_paragraphs(fmt, record)
-        if paragraphs is None:
-            stats.without_paragraphs += 1
+    for title, text in _paragraphs(records, fmt, stats):
+        if not text.strip() and not keep_blank:
+            stats.empty += 1
             continue
-        for title, text in paragraphs:
-            stats.paragraphs += 1
-            if not text.strip() and not keep_blank:
-                stats.empty += 1
-                continue
-            if (title, text) in seen:
-                continue
-            seen.add((title, text))
-            yield {"id": passage_id(title, text), "title": title, "text": text}
+        if (title, text) in seen:
+            continue
+        seen.add((title, text))
+        yield {"id": passage_id(title, text), "title": title, "text": text}
 
 
 def passage_id(title: str, text: str) -> str:
