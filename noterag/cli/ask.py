@@ -172,8 +172,9 @@ def ask_command(
         str | None,
         typer.Option(
             "--checkpoint",
-            help="Where threads are kept: a SQLite file (default: $NOTERAG_CHECKPOINT, else "
-            "~/.local/state/noterag/threads.sqlite), a postgres:// URL, or none.",
+            help="Where threads are kept: a SQLite file or sqlite:///PATH (default: "
+            "$NOTERAG_CHECKPOINT, else ~/.local/state/noterag/threads.sqlite), a postgresql:// "
+            "URL or libpq 'host=... dbname=...' string, or none.",
             show_default=False,
         ),
     ] = None,
