@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import PrivateAttr
 
 from noterag.errors import ConfigError
@@ -106,7 +106,10 @@ def test_two_candidates_two_summaries_two_validations_two_rankings():
     assert out["ranking"] == [1.0, 0.0] and out["scores"] == [2.0, 0.0]
     assert out["answer"] == "1871" and out["chosen"] == 0
     assert out["stop_reason"] == "single pass: candidate (a) of 2 scored best (validity + ranking)"
-    assert out["messages"] == [AIMessage("1871", id=out["messages"][0].id)]
+    # the thread's chat: the question as the user's message, then the answer
+    asked, answered = out["messages"]
+    assert asked == HumanMessage(QUESTION, id=asked.id)
+    assert answered == AIMessage("1871", id=answered.id)
     assert out["fallbacks"] == {}
     # both orders of the one pair are ranked
     assert sorted(shown(p) for p in model.prompts_for("ranking")) == [("a", "b"), ("b", "a")]
