@@ -49,6 +49,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _start_head(port: int, temp: Path, *, cpus: int) -> dict[str, str]:
+    """``ray start --head`` on 127.0.0.1:``port`` with its files in ``temp``; the environment
+    its drivers and ``ray stop`` use."""
+    env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0"}
+    started = subprocess.run(
+        [RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+         "--num-cpus", str(cpus), "--include-dashboard", "false", "--disable-usage-stats",
+         "--temp-dir", str(temp)],
+        check=False, capture_output=True, text=True, env=env, timeout=180,
+    )  # fmt: skip
+    if started.returncode != 0:
+        pytest.fail(f"ray start failed: {started.stderr[-2000:]}")
+    return env
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Ray head on 127.0.0.1 with 2 CPUs (two actors), stopped at the end."""
@@ -59,15 +74,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
     saved = {name: os.environ.get(name) for name in token}
     os.environ.update(token)
-    env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0"}
-    started = subprocess.run(
-        [RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-         "--num-cpus", "2", "--include-dashboard", "false", "--disable-usage-stats",
-         "--temp-dir", str(temp)],
-        check=False, capture_output=True, text=True, env=env, timeout=180,
-    )  # fmt: skip
-    if started.returncode != 0:
-        pytest.fail(f"ray start failed: {started.stderr[-2000:]}")
+    env = _start_head(port, temp, cpus=2)
     try:
         yield f"127.0.0.1:{port}"
     finally:
@@ -329,15 +336,7 @@ def lone_node(cluster: str) -> Iterator[tuple[str, Path]]:
     first: it sets the token every driver of this module uses."""
     port = _free_port()
     temp = Path("/tmp") / f"noterag-ray1-{os.getpid()}"
-    env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0"}
-    started = subprocess.run(
-        [RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-         "--num-cpus", "1", "--include-dashboard", "false", "--disable-usage-stats",
-         "--temp-dir", str(temp)],
-        check=False, capture_output=True, text=True, env=env, timeout=180,
-    )  # fmt: skip
-    if started.returncode != 0:
-        pytest.fail(f"ray start failed: {started.stderr[-2000:]}")
+    _start_head(port, temp, cpus=1)
     try:
         yield f"127.0.0.1:{port}", temp
     finally:
