@@ -112,9 +112,15 @@ def check_drawing(method: str, graph: Any, drawn: dict[str, Any]) -> None:
         assert seen == nodes, f"{method}: not connected to {start}: {sorted(nodes - seen)}"
 
 
+def drawable(method: str) -> Any:
+    """The method's graph, for drawing: built on a scripted model, so that no model (the local
+    one, an extra) is needed to read its structure, which the model does not change."""
+    return noterag.build_graph(method, model=ScriptedModel.for_method(method))
+
+
 @pytest.mark.parametrize("method", noterag.METHODS)
 def test_every_method_draws_its_real_routes(method: str) -> None:
-    graph = noterag.build_graph(method)
+    graph = drawable(method)
     for xray in (False, True):
         drawn = graph.get_graph(xray=xray)
         check_drawing(method, graph, drawn.to_json())
@@ -137,7 +143,7 @@ def test_a_deciding_step_declaring_its_destinations_again_is_refused() -> None:
         graph.nodes["stop_check"].ends = ("retrieve", "answer")
 
     with pytest.raises(MethodError, match=r"ircot: step 'stop_check' routes to answer, retrieve"):
-        build(replace(spec, wire=wire_twice))
+        build(replace(spec, wire=wire_twice), ScriptedModel.for_method(spec.name))
 
 
 # --------------------------------------------------------------------------- the reviews' routes
@@ -196,7 +202,7 @@ def test_the_drawing_shows_exactly_the_routes_the_reviews_take(method: str) -> N
     no decision takes: ``review_answer -> answer`` and ``answer -> answer`` (the note review's
     reject, answering again) for the methods whose reviews offer a reject (those with a
     note-update prompt, ``accumulate``: deepnote, adaptive-note, amber), neither for the rest."""
-    graph = noterag.build_graph(method)
+    graph = drawable(method)
     drawn = set(edges_of(graph.get_graph().to_json()))
     taken, rejected = review_run(method)
     assert taken <= drawn, f"{method}: routes taken but not drawn: {sorted(taken - drawn)}"
@@ -228,7 +234,7 @@ def test_the_server_draws_every_method(server: str, graph_id: str) -> None:
     ).json()
     assert found, f"no assistant for graph {graph_id!r}"
     assistant = found[0]["assistant_id"]
-    graph = noterag.build_graph(graph_id)
+    graph = drawable(graph_id)
     for query in ("", "?xray=true"):
         response = httpx.get(f"{server}/assistants/{assistant}/graph{query}", timeout=120)
         assert response.status_code == 200, f"{graph_id}{query}: {response.text[:500]}"
