@@ -2,8 +2,8 @@
 `langgraph dev` (so CORS is exercised), driven in Debian's Chromium by tests/js/chat_page.mjs.
 A DeepNote run of the Velmora question shows its steps live (the retrieved titles, the initial
 note, the review's verdict) and then the streamed answer; with human_review=note the page shows
-the run's HITL request as a review card and resumes it with a decision (approve, edit) to an
-answer. With
+the run's HITL request as a review card and resumes it with a decision (approve, edit, or reject
+with a message: searched for, the note updated, reviewed again, then approved) to an answer. With
 NOTERAG_UPDATE_SCREENSHOT=1 the screenshot also replaces docs/chat-example.png."""
 
 from __future__ import annotations
@@ -97,6 +97,9 @@ def test_chat_page_shows_the_note_evolving_then_the_answer(
 EDITED_NOTE = (
     "EDITED IN THE BROWSER: Aurelio Fenwick, the Velmora Bridge's architect, was born in 1871."
 )
+# A reject's message, the reviewer's feedback: searched for, so it names a passage of the sample
+# corpus (Brackmere) that the question's own retrieval does not read.
+REJECT_MESSAGE = "Brackmere, the coastal town Aurelio Fenwick came from"
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +121,7 @@ def review_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         sim.shutdown()
 
 
-@pytest.mark.parametrize("decision", ["approve", "edit"])
+@pytest.mark.parametrize("decision", ["approve", "edit", "reject"])
 def test_the_review_card_shows_the_hitl_request_and_resumes_with_a_decision(
     review_server: tuple[str, Any], page_url: str, tmp_path: Path, decision: str
 ) -> None:
@@ -127,9 +130,10 @@ def test_the_review_card_shows_the_hitl_request_and_resumes_with_a_decision(
         {"server": server, "method": "deepnote", "max_steps": 1, "human_review": "note"}
     )
     asked = len(model.prompts)
+    text = REJECT_MESSAGE if decision == "reject" else EDITED_NOTE
     [dom] = run_node(
         "chat_review_page.mjs", f"{page_url}?{query}", QUESTION, str(tmp_path / "profile"),
-        decision, EDITED_NOTE, str(tmp_path / "card.png"), str(tmp_path / "end.png"),
+        decision, text, str(tmp_path / "card.png"), str(tmp_path / "end.png"),
     )  # fmt: skip
     card = dom["card"]
     assert card["status"] == "review" and card["visible"], card
@@ -154,6 +158,39 @@ def test_the_review_card_shows_the_hitl_request_and_resumes_with_a_decision(
     if decision == "edit":
         assert EDITED_NOTE in answers[0]  # the edited note is what the answer prompt read
         assert dom["memory"] == EDITED_NOTE
+    elif decision == "reject":
+        assert_rejected_then_approved(dom, model.prompts[asked:], answers)
     else:
         assert card["text"] in answers[0] and EDITED_NOTE not in answers[0]
         assert dom["memory"] == card["text"]
+
+
+def assert_rejected_then_approved(
+    dom: dict[str, Any], calls: list[tuple[str, str]], answers: list[str]
+) -> None:
+    """A reject's path in the page: the message searched for, the note updated from what it
+    found (one accumulate call, after the method's own verdict), a second card with that note and
+    those passages, then (approved) the answer written from it."""
+    first, second = dom["card"], dom["secondCard"]
+    assert "Brackmere" not in first["context"], first  # the question's retrieval did not read it
+    reviews = [e["text"] for e in dom["events"] if e["type"] == "human_review"]
+    # the run's own record of each decision: the reject (what it searched for, the note it
+    # wrote), then the approve of the second card
+    assert [r.split("\n")[0] for r in reviews] == ["Review: reject", "Review: approve"], reviews
+    searched = reviews[0]
+    assert REJECT_MESSAGE in searched, searched
+    # the model calls after the method's last verdict: the reject's note update, from the
+    # passage the message found, then the answer
+    stages = [stage for stage, _ in calls]
+    after = calls[len(calls) - stages[::-1].index("review") :]
+    assert [stage for stage, _ in after] == ["accumulate", "answer"], stages
+    assert "red sandstone lighthouse" in after[0][1], after[0][1]
+    before = calls[: len(calls) - len(after)]
+    assert not any("red sandstone lighthouse" in prompt for _, prompt in before), before
+    assert second["status"] == "review" and second["visible"], second
+    assert second["action"] == "review_note" and not second["answerBefore"], second
+    assert second["buttons"] == {"approve": True, "edit": True, "reject": True}
+    # the card shows the updated note and the passages the message found
+    assert second["text"].strip() and second["text"] in searched, (second, searched)
+    assert "Brackmere" in second["context"], second
+    assert second["text"] in answers[0] and dom["memory"] == second["text"]
