@@ -28,6 +28,7 @@ from dataclasses import fields
 from typing import Any
 
 from noterag.context import MAX_PASSAGE_CHARS, MOST_PASSAGES, MOST_STEPS, check_question_size
+from noterag.decision import COUNTERS  # the loop counters the stop rules read
 from noterag.errors import ConfigError
 
 __all__ = [
@@ -37,8 +38,7 @@ __all__ = [
     "recursion_cap",
 ]
 
-# the loop counters (noterag.decision.COUNTERS) and the fields holding the question as asked
-COUNTERS = ("steps", "failures", "tokens")
+# the fields holding the question as asked
 QUESTION_KEYS = frozenset({"question", "asked", "task"})
 
 
