@@ -3,7 +3,7 @@
 // to finish, screenshots the page to every path given and prints what the DOM shows as JSON.
 //
 //   node chat_page.mjs <page URL> <question> <user data dir> <screenshot path>...
-import { chromium } from "playwright-core";
+import { launch } from "./chromium.mjs";
 
 const [pageUrl, question, userDataDir, ...screenshots] = process.argv.slice(2);
 if (!pageUrl || !question || !userDataDir || !screenshots.length) {
@@ -12,21 +12,7 @@ if (!pageUrl || !question || !userDataDir || !screenshots.length) {
 }
 const TIMEOUT = Number(process.env.CHAT_PAGE_TIMEOUT_MS || 600000);
 
-// A persistent context is how Playwright takes the fresh profile directory (--user-data-dir).
-const browser = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  viewport: { width: 1200, height: 900 },
-  args: [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-  ],
-});
+const browser = await launch(userDataDir);
 const problems = [];
 try {
   const page = await browser.newPage();

@@ -7,7 +7,7 @@
 //
 //   node chat_review_page.mjs <page URL> <question> <user data dir> <approve|edit|reject>
 //        <edited text or reject message> <card screenshot> <end screenshot>
-import { chromium } from "playwright-core";
+import { launch } from "./chromium.mjs";
 
 const [pageUrl, question, userDataDir, mode, edited, cardShot, endShot] = process.argv.slice(2);
 if (!pageUrl || !question || !userDataDir || !["approve", "edit", "reject"].includes(mode) || !endShot) {
@@ -19,20 +19,7 @@ if (!pageUrl || !question || !userDataDir || !["approve", "edit", "reject"].incl
 }
 const TIMEOUT = Number(process.env.CHAT_PAGE_TIMEOUT_MS || 600000);
 
-const browser = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  viewport: { width: 1200, height: 900 },
-  args: [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-  ],
-});
+const browser = await launch(userDataDir);
 // What the review card shows (in the page).
 function readCard() {
   const review = document.querySelector("#review");

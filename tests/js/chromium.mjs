@@ -1,0 +1,22 @@
+// Debian's Chromium, headless, as the chat page drivers (chat_page.mjs, chat_review_page.mjs)
+// open it: a persistent context is how Playwright takes the fresh profile directory
+// (--user-data-dir); the background-networking flags keep it from calling out (this machine's
+// network is closed, and every refused connection is noise in the test's output).
+import { chromium } from "playwright-core";
+
+export function launch(userDataDir) {
+  return chromium.launchPersistentContext(userDataDir, {
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    viewport: { width: 1200, height: 900 },
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+}
