@@ -103,17 +103,20 @@ def _rows(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
 
 
-def _actor_pids() -> list[int]:
-    pids = []
+def _command_lines() -> dict[int, bytes]:
+    """Every process's command line, by pid (one that ends while being read is left out)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                cmdline = (entry / "cmdline").read_bytes()
+                found[int(entry.name)] = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if cmdline.startswith(b"ray::Answerer"):
-                pids.append(int(entry.name))
-    return pids
+    return found
+
+
+def _actor_pids() -> list[int]:
+    return [pid for pid, line in _command_lines().items() if line.startswith(b"ray::Answerer")]
 
 
 def _wait_for(condition, timeout: float, what: str) -> None:
@@ -317,16 +320,7 @@ def test_an_address_that_never_answers_as_ray_is_one_line(tmp_path: Path, model_
 
 def _processes_of(temp: Path) -> dict[int, bytes]:
     """The processes of the cluster whose Ray directory is ``temp``: pid -> command line."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if str(temp).encode() in cmdline:
-                found[int(entry.name)] = cmdline
-    return found
+    return {pid: line for pid, line in _command_lines().items() if str(temp).encode() in line}
 
 
 @pytest.fixture
