@@ -3,7 +3,7 @@
 // to finish, screenshots the page to every path given and prints what the DOM shows as JSON.
 //
 //   node chat_page.mjs <page URL> <question> <user data dir> <screenshot path>...
-import { launch } from "./chromium.mjs";
+import { ask, launch } from "./chromium.mjs";
 
 const [pageUrl, question, userDataDir, ...screenshots] = process.argv.slice(2);
 if (!pageUrl || !question || !userDataDir || !screenshots.length) {
@@ -15,14 +15,7 @@ const TIMEOUT = Number(process.env.CHAT_PAGE_TIMEOUT_MS || 600000);
 const browser = await launch(userDataDir);
 const problems = [];
 try {
-  const page = await browser.newPage();
-  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-  page.on("console", (message) => {
-    if (message.type() === "error") problems.push(`console error: ${message.text()}`);
-  });
-  await page.goto(pageUrl);
-  await page.fill("textarea[name=question]", question);
-  await page.click("button[name=go]");
+  const page = await ask(browser, pageUrl, question, problems);
   await page.waitForSelector("#status[data-state=done], #status[data-state=error]", {
     timeout: TIMEOUT,
   });

@@ -7,7 +7,7 @@
 //
 //   node chat_review_page.mjs <page URL> <question> <user data dir> <approve|edit|reject>
 //        <edited text or reject message> <card screenshot> <end screenshot>
-import { launch } from "./chromium.mjs";
+import { ask, launch } from "./chromium.mjs";
 
 const [pageUrl, question, userDataDir, mode, edited, cardShot, endShot] = process.argv.slice(2);
 if (!pageUrl || !question || !userDataDir || !["approve", "edit", "reject"].includes(mode) || !endShot) {
@@ -46,14 +46,7 @@ function readCard() {
 const problems = [];
 const finished = "#status[data-state=done], #status[data-state=error]";
 try {
-  const page = await browser.newPage();
-  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-  page.on("console", (message) => {
-    if (message.type() === "error") problems.push(`console error: ${message.text()}`);
-  });
-  await page.goto(pageUrl);
-  await page.fill("textarea[name=question]", question);
-  await page.click("button[name=go]");
+  const page = await ask(browser, pageUrl, question, problems);
   await page.waitForSelector(`#status[data-state=review], ${finished}`, { timeout: TIMEOUT });
   const card = await page.evaluate(readCard);
   let secondCard = null;

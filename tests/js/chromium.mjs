@@ -20,3 +20,17 @@ export function launch(userDataDir) {
     ],
   });
 }
+
+// Opens the chat page in a new tab, recording its errors in ``problems``, and asks ``question``;
+// the tab, for the driver to wait on.
+export async function ask(browser, pageUrl, question, problems) {
+  const page = await browser.newPage();
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  page.on("console", (message) => {
+    if (message.type() === "error") problems.push(`console error: ${message.text()}`);
+  });
+  await page.goto(pageUrl);
+  await page.fill("textarea[name=question]", question);
+  await page.click("button[name=go]");
+  return page;
+}
