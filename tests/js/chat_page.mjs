@@ -3,7 +3,7 @@
 // to finish, screenshots the page to every path given and prints what the DOM shows as JSON.
 //
 //   node chat_page.mjs <page URL> <question> <user data dir> <screenshot path>...
-import { ask, launch } from "./chromium.mjs";
+import { ask, launch, readChat } from "./chromium.mjs";
 
 const [pageUrl, question, userDataDir, ...screenshots] = process.argv.slice(2);
 if (!pageUrl || !question || !userDataDir || !screenshots.length) {
@@ -19,17 +19,7 @@ try {
   await page.waitForSelector("#status[data-state=done], #status[data-state=error]", {
     timeout: TIMEOUT,
   });
-  const dom = await page.evaluate(() => ({
-    status: document.querySelector("#status").dataset.state,
-    statusText: document.querySelector("#status").textContent,
-    events: [...document.querySelectorAll("#timeline .event")].map((item) => ({
-      type: item.dataset.type,
-      text: item.innerText,
-    })),
-    memory: document.querySelector("#memory").textContent,
-    answer: document.querySelector("#answer").textContent,
-    answerChunks: Number(document.querySelector("#answer").dataset.chunks || 0),
-  }));
+  const dom = await page.evaluate(readChat);
   for (const path of screenshots) await page.screenshot({ path, fullPage: true });
   process.stdout.write(JSON.stringify({ ...dom, problems }) + "\n");
 } finally {

@@ -7,7 +7,7 @@
 //
 //   node chat_review_page.mjs <page URL> <question> <user data dir> <approve|edit|reject>
 //        <edited text or reject message> <card screenshot> <end screenshot>
-import { ask, launch } from "./chromium.mjs";
+import { ask, launch, readChat } from "./chromium.mjs";
 
 const [pageUrl, question, userDataDir, mode, edited, cardShot, endShot] = process.argv.slice(2);
 if (!pageUrl || !question || !userDataDir || !["approve", "edit", "reject"].includes(mode) || !endShot) {
@@ -77,18 +77,10 @@ try {
     }
     await page.waitForSelector(finished, { timeout: TIMEOUT });
   }
-  const dom = await page.evaluate(() => ({
-    status: document.querySelector("#status").dataset.state,
-    statusText: document.querySelector("#status").textContent,
-    reviewHidden: document.querySelector("#review").hidden,
-    events: [...document.querySelectorAll("#timeline .event")].map((item) => ({
-      type: item.dataset.type,
-      text: item.innerText,
-    })),
-    memory: document.querySelector("#memory").textContent,
-    answer: document.querySelector("#answer").textContent,
-    answerChunks: Number(document.querySelector("#answer").dataset.chunks || 0),
-  }));
+  const dom = {
+    ...(await page.evaluate(readChat)),
+    reviewHidden: await page.evaluate(() => document.querySelector("#review").hidden),
+  };
   await page.screenshot({ path: endShot, fullPage: true });
   process.stdout.write(JSON.stringify({ card, secondCard, ...dom, problems }) + "\n");
 } finally {

@@ -34,3 +34,18 @@ export async function ask(browser, pageUrl, question, problems) {
   await page.click("button[name=go]");
   return page;
 }
+
+// What the chat page shows at the end of a run (evaluated in the page: self-contained).
+export function readChat() {
+  return {
+    status: document.querySelector("#status").dataset.state,
+    statusText: document.querySelector("#status").textContent,
+    events: [...document.querySelectorAll("#timeline .event")].map((item) => ({
+      type: item.dataset.type,
+      text: item.innerText,
+    })),
+    memory: document.querySelector("#memory").textContent,
+    answer: document.querySelector("#answer").textContent,
+    answerChunks: Number(document.querySelector("#answer").dataset.chunks || 0),
+  };
+}
