@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _threads_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """`noterag ask` keeps its threads in a SQLite file (noterag.persistence): the tests' go
+    """`noterag ask` keeps its threads in a SQLite file (noterag.server.checkpointer): the tests' go
     to a temporary one, never the user's."""
     previous = os.environ.get("NOTERAG_CHECKPOINT")
     os.environ["NOTERAG_CHECKPOINT"] = str(tmp_path_factory.mktemp("threads") / "threads.sqlite")

@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableLambda
 from pydantic import Field
 
 import noterag
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.graphs import adaptive_rag
 from noterag.models.runnable import RunnableModel
 from noterag.nodes.adaptive_rag import parse_complexity
@@ -440,7 +440,7 @@ def test_the_method_is_declared():
 
 def test_local_model_end_to_end(local_model: Any):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     graph = adaptive_rag.build(
         model=local_model, retriever=load_retriever(f"bm25:{sample_index()}")

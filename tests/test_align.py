@@ -29,8 +29,8 @@ from noterag.align.scoring import (
     score_rag,
 )
 from noterag.align.stages import GRID, sampling_grid
+from noterag.base.errors import ConfigError
 from noterag.cli import app
-from noterag.errors import ConfigError
 from noterag.eval.runs import RunDirError
 from noterag.models.hf import missing_modules
 from noterag.prompts import align as align_prompts

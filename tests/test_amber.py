@@ -17,9 +17,9 @@ from pydantic import Field, PrivateAttr
 from test_note_graphs import CORPUS, QUESTION
 from test_prompts import paper, words
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.parsing import Verdict, parse_new_question, parse_nli
 from noterag.graphs import amber
-from noterag.parsing import Verdict, parse_new_question, parse_nli
 from noterag.prompts import adaptive_note
 from noterag.prompts import amber as amber_prompts
 from scripted import KeywordRetriever, ScriptedModel, method_events
@@ -534,7 +534,7 @@ def test_studio_schemas():
 
 def test_local_model_end_to_end(local_model):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     graph = amber.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))
     question = sample_questions()[0]["question"]

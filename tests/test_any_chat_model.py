@@ -29,7 +29,7 @@ from langchain_core.runnables import ConfigurableField
 from langchain_openai import ChatOpenAI
 
 import noterag
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, passages
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

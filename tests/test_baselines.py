@@ -11,7 +11,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from test_resp import CORPUS, QUESTION, RecordingRetriever  # ReSP's small corpus
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.graphs import no_retrieval, vanilla
 from noterag.prompts import baselines
 from scripted import KeywordRetriever, ScriptedModel, method_events
@@ -159,7 +159,7 @@ def test_studio_schemas():
 @pytest.mark.parametrize("module", [vanilla, no_retrieval], ids=lambda m: m.SPEC.name)
 def test_local_model_end_to_end(local_model: Any, module: Any):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     g = module.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))
     out = g.invoke({"question": sample_questions()[0]["question"]}, context={"max_tokens": 96})

@@ -10,7 +10,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
-from noterag.errors import ConfigError, CorpusError, IndexNotFoundError
+from noterag.base.errors import ConfigError, CorpusError, IndexNotFoundError
 from noterag.retrievers import Bm25Index, BM25Retriever, build_bm25_index, load_retriever
 from noterag.retrievers import base as retriever_base
 from noterag.retrievers.base import QUICK_SEARCH_S

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.graphs import chain_of_note
 from scripted import (
     QUESTION,
@@ -173,7 +173,7 @@ def test_a_run_can_replace_the_notes_prompt():
 @pytest.mark.e2e
 def test_local_model_end_to_end(local_model: Any):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     graph = chain_of_note.build(
         model=local_model, retriever=load_retriever(f"bm25:{sample_index()}")

@@ -14,8 +14,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from test_resp import RecordingRetriever
 
 import noterag
-from noterag.errors import ConfigError
-from noterag.methods import context_schema
+from noterag.base.errors import ConfigError
+from noterag.registry.methods import context_schema
 from scripted import QUESTION, VELMORA_ROWS, ScriptedModel, passages, velmora_script
 
 CORPUS = passages(*VELMORA_ROWS)

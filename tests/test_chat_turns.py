@@ -24,13 +24,13 @@ from langgraph.graph import START, StateGraph
 from typing_extensions import TypedDict
 
 import noterag
-import noterag.question as question_module
-from noterag.context import MAX_QUESTION_CHARS
-from noterag.errors import ConfigError
-from noterag.methods import note_methods
+import noterag.core.question as question_module
+from noterag.base.errors import ConfigError
+from noterag.core.context import MAX_QUESTION_CHARS
+from noterag.core.question import HISTORY_CHARS, HISTORY_MESSAGES, on_topic
+from noterag.core.spec import reads_note
 from noterag.prompts.conversation import CONDENSE, ROLE_PREFIX
-from noterag.question import HISTORY_CHARS, HISTORY_MESSAGES, on_topic
-from noterag.spec import reads_note
+from noterag.registry.methods import note_methods
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -369,7 +369,7 @@ def test_a_note_review_needs_a_note_to_review(method: str) -> None:
         assert f"{method}'s answer" in message and "none or answer" in message
         # the engine cannot import the registry (the layers): the message names the registry's
         # list, which holds the methods that have a note, read from their declarations
-        assert "noterag.methods.note_methods()" in message
+        assert "noterag.registry.methods.note_methods()" in message
     assert "deepnote" in note_methods()
     assert model.calls == []
     # the answer's review still works there

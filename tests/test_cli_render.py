@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.text import Text
 
 from noterag.cli.render import RENDERERS, Progress, renderers_for
-from noterag.methods import METHODS
-from noterag.spec import MethodSpec
+from noterag.core.spec import MethodSpec
+from noterag.registry.methods import METHODS
 
 
 def progress_lines(method: str | MethodSpec, *events: Any) -> list[str]:

@@ -30,17 +30,17 @@ from typer.testing import CliRunner
 import noterag
 import noterag.models
 from noterag.cli import app
-from noterag.context import RunContext
+from noterag.core.context import RunContext
+from noterag.core.decision import stop_check
+from noterag.core.prompt import AnswerPrompts, Prompt
+from noterag.core.spec import Deps, MethodError, MethodSpec
+from noterag.core.state import ChatFields, CostFields, NoteOutput, NoteState
+from noterag.core.step import RETRIEVAL, Ask, Env, Search, StepGen, node
 from noterag.datasets import Example
-from noterag.decision import stop_check
 from noterag.eval.rows import result_row
 from noterag.graphs import assemble
-from noterag.methods import METHODS, register
-from noterag.prompt import AnswerPrompts, Prompt
-from noterag.spec import Deps, MethodError, MethodSpec
-from noterag.state import ChatFields, CostFields, NoteOutput, NoteState
-from noterag.step import RETRIEVAL, Ask, Env, Search, StepGen, node
-from noterag.trace import record, render_html
+from noterag.registry.methods import METHODS, register
+from noterag.trace.page import record, render_html
 from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
 
 CORPUS = passages(*VELMORA_ROWS)

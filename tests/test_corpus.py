@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from noterag.errors import CorpusError
+from noterag.base.errors import CorpusError
 from noterag.retrievers import CorpusStats, iter_corpus
 from noterag.retrievers.corpus_files import _COMPRESSED, _compressed
 

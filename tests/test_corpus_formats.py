@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from noterag.base.errors import CorpusError
 from noterag.cli import app
 from noterag.datasets import pool_corpus
-from noterag.errors import CorpusError
 from noterag.retrievers import load_retriever
 from noterag.retrievers.bm25 import build_bm25_index
 from noterag.retrievers.corpus import CorpusStats, check_corpus, iter_corpus

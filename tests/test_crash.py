@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from test_eval_runner import write_dataset
 
-from noterag.errors import IndexNotFoundError
+from noterag.base.errors import IndexNotFoundError
 from noterag.eval import run_eval
 from noterag.eval.report import compute_summary
 from noterag.retrievers import build_bm25_index

@@ -23,11 +23,11 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.policy import ServerPolicy, check_run_settings
 from noterag.models import ModelSettings, load_chat_model
 from noterag.models.endpoints import COOL_OFF, EndpointPool, replicas_of
 from noterag.models.replies import EndpointReplyError
-from noterag.server_policy import ServerPolicy, check_run_settings
 from scripted import QUESTION
 
 SETTINGS = ModelSettings(timeout=20, max_retries=0)
@@ -254,7 +254,7 @@ def test_the_http_libraries_log_lines_are_redacted(endpoints, caplog) -> None:
 
 
 def test_clients_choose_by_the_operators_names() -> None:
-    from noterag.methods import METHODS
+    from noterag.registry.methods import METHODS
 
     deepnote = METHODS["deepnote"].context
     policy = ServerPolicy.from_env({
@@ -308,7 +308,7 @@ def operated(tmp_path_factory: pytest.TempPathFactory, operator_endpoint: Record
     """A `langgraph dev` whose operator's model URLs carry credentials (userinfo and
     ``?api_key=``), offering two models and two indexes by name; yields its URL and log."""
     from devserver import LOGS, serve
-    from noterag.sample import sample_index
+    from noterag.retrievers.sample import sample_index
 
     index = sample_index(tmp_path_factory.mktemp("cred-index"))
     url = f"http://op:{SECRETS[0]}@{operator_endpoint.host}/v1?api_key={SECRETS[1]}"

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from noterag.base.errors import ConfigError, NoteragError
 from noterag.datasets import PoolStats, detect_format, passage_id
 from noterag.datasets.formats import generated_id
-from noterag.errors import ConfigError, NoteragError
 from noterag.eval import DatasetError, Example, load_dataset, pool_corpus
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -30,7 +30,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 
-from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+from noterag.base.errors import ConfigError, IndexNotFoundError, NoteragError
 from noterag.retrievers import (
     BM25Retriever,
     build_bm25_index,

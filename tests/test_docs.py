@@ -15,7 +15,7 @@ import pytest
 
 import noterag
 from noterag.cli import docs
-from noterag.methods import register
+from noterag.registry.methods import register
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from noterag.models import local_extra_installed
-from noterag.sample import sample_corpus, sample_questions
+from noterag.retrievers.sample import sample_corpus, sample_questions
 
 pytestmark = [
     pytest.mark.e2e,

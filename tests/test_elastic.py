@@ -24,7 +24,7 @@ pytest.importorskip(
 from langchain_elasticsearch import ElasticsearchRetriever
 
 from fake_elasticsearch import FakeElasticsearch
-from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+from noterag.base.errors import ConfigError, IndexNotFoundError, NoteragError
 from noterag.retrievers import load_retriever
 from noterag.retrievers.elastic import (
     INDEX_MAPPINGS,

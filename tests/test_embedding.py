@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 import noterag
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -322,7 +322,7 @@ class FlakySearch:
 
 
 def test_every_node_with_effects_has_langgraphs_retry_policy_for_searches() -> None:
-    from noterag.retry import SEARCH_RETRY
+    from noterag.core.retry import SEARCH_RETRY
 
     for method in noterag.METHODS:
         nodes = noterag.build_graph(method, model=ScriptedModel()).builder.nodes

@@ -18,8 +18,8 @@ import huggingface_hub.constants
 from langchain_core.embeddings import Embeddings
 from typer.testing import CliRunner
 
+from noterag.base.errors import ConfigError
 from noterag.cli import app
-from noterag.errors import ConfigError
 from noterag.retrievers import dense as dense_module
 from noterag.retrievers import load_retriever
 from noterag.retrievers.dense import build_dense_index

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.eval import run_eval
 from noterag.models import ModelSettings, load_chat_model
 from noterag.models.endpoints import COOL_OFF, EndpointPool, replicas_of
-from noterag.sample import sample_index
+from noterag.retrievers.sample import sample_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from sim_endpoint import Faults, SimModel, start

@@ -31,8 +31,8 @@ from pydantic import PrivateAttr
 from typer.testing import CliRunner
 
 import noterag.models
+from noterag.base.errors import ConfigError, ModelUnavailableError
 from noterag.cli import app
-from noterag.errors import ConfigError, ModelUnavailableError
 from noterag.eval import run_eval
 from noterag.eval.runs import RunDirError
 from noterag.models import local_extra_installed

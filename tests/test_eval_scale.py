@@ -241,8 +241,8 @@ def test_a_stage_finds_its_cached_reply_whichever_model_call_came_first(tmp_path
     first, so one process stored a stage's reply under one key and another looked it up under
     another. Here two graphs' deps meet the calls in the two orders."""
     from noterag.eval.cache import SQLiteLLMCache, with_cache
-    from noterag.methods import METHODS
     from noterag.models import load_chat_model
+    from noterag.registry.methods import METHODS
 
     sim = _sim()
     model = sim.SimModel(0.001, 0.0)
@@ -406,7 +406,7 @@ def test_a_resumed_run_counts_the_cache_over_all_its_rows(tmp_path: Path) -> Non
 
 def test_the_eval_command_prints_the_cache_counts(tmp_path: Path) -> None:
     from noterag.cli import app
-    from noterag.sample import sample_index
+    from noterag.retrievers.sample import sample_index
 
     sim = _sim()
     server, url = sim.start(sim.SimModel(0.001, 0.0))

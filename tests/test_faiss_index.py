@@ -22,8 +22,8 @@ faiss = pytest.importorskip("faiss", reason="faiss-cpu comes with the dense extr
 from langchain_core.embeddings import Embeddings
 from typer.testing import CliRunner
 
+from noterag.base.errors import ConfigError, IndexNotFoundError, NoteragError
 from noterag.cli import app
-from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
 from noterag.retrievers import dense, faiss_index, load_retriever
 from noterag.retrievers.dense import (
     DenseIndex,

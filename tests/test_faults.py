@@ -23,12 +23,12 @@ import openai
 import pytest
 
 import noterag
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.eval import run_eval
 from noterag.eval.report import print_summary
 from noterag.models import RETRY_BACKOFF, ModelSettings, count_retries, load_chat_model
 from noterag.models.errors import fatal_error
-from noterag.sample import sample_index, sample_questions
+from noterag.retrievers.sample import sample_index, sample_questions
 from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

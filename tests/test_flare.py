@@ -17,7 +17,7 @@ import pytest
 from langchain_core.messages import AIMessage
 from pydantic import Field
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.graphs import flare
 from noterag.nodes import flare as steps
 from noterag.nodes.logprobs import LogprobsUnavailableError, Token
@@ -559,7 +559,7 @@ def test_the_exemplars_are_the_originals_and_the_vendored_file_is_the_original()
 
 
 def test_the_trace_page_shows_each_look_ahead():
-    from noterag.trace import record, render_html
+    from noterag.trace.page import record, render_html
 
     model = LogprobModel(
         script={"look_ahead": [more(FACT), CONCLUDE], "regenerate": more(BORN)},
@@ -579,7 +579,7 @@ def test_local_model_end_to_end(local_model: Any):
     """llama.cpp's server returns log-probabilities through the OpenAI-compatible API (when
     top_logprobs is set): FLARE runs on the local model."""
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     graph = flare.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))
     out = graph.invoke(

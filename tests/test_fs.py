@@ -1,4 +1,4 @@
-"""noterag._fs: the one way a whole file is replaced (atomic, durable, no temporary left)."""
+"""noterag.base.files: the one way a whole file is replaced (atomic, durable, no temporary left)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from noterag import _fs
+from noterag.base import files as _fs
 
 
 def test_replaces_the_file_with_the_new_content(tmp_path: Path) -> None:

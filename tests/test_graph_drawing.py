@@ -31,10 +31,10 @@ from langgraph.types import Command
 from test_embedding import CORPUS, thread
 
 import noterag
+from noterag.core.spec import MethodError
+from noterag.core.step import decision_of
 from noterag.graphs.assemble import build
-from noterag.methods import METHODS, note_methods
-from noterag.spec import MethodError
-from noterag.step import decision_of
+from noterag.registry.methods import METHODS, note_methods
 from scripted import KeywordRetriever, ScriptedModel
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +56,7 @@ def declared_routes(graph: Any) -> set[tuple[str, str]]:
 
 
 def deciding_steps(graph: Any) -> dict[str, Any]:
-    """The graph's steps that decide (``noterag.decision.Decision``), by name."""
+    """The graph's steps that decide (``noterag.core.decision.Decision``), by name."""
     found = {
         name: decision_of(spec.runnable)
         for name, spec in graph.builder.nodes.items()

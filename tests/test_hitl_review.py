@@ -17,8 +17,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from test_embedding import CORPUS, graph_with, thread
 
-from noterag.context import MAX_QUESTION_CHARS
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import MAX_QUESTION_CHARS
 from noterag.nodes.human import _VALIDATED_RESUME, MAX_EDIT_CHARS, check_resume
 from scripted import QUESTION, RecordingRetriever, ScriptedModel, generator_prompt, velmora_script
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 import noterag
-from noterag.parsing import parse_nli, parse_status, parse_sub_question, parse_yes_no
-from noterag.profiles import get_profile
+from noterag.core.parsing import parse_nli, parse_status, parse_sub_question, parse_yes_no
+from noterag.core.profiles import get_profile
 from scripted import (
     QUESTION,
     VELMORA_ROWS,

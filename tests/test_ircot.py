@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.graphs import ircot
 from noterag.nodes import ircot as steps
 from noterag.prompts import ircot as ircot_prompts
@@ -388,7 +388,7 @@ def test_a_concluded_answer_reaches_the_messages_stream_once_as_the_answer_nodes
 
 
 def test_the_trace_page_shows_the_steps_and_the_reader():
-    from noterag.trace import record, render_html
+    from noterag.trace.page import record, render_html
 
     model = ScriptedModel(script={"reason": FACT, "answer": "So the answer is: 1871"})
     graph = ircot.build(model=model, retriever=KeywordRetriever(passages=CORPUS))
@@ -403,7 +403,7 @@ def test_the_trace_page_shows_the_steps_and_the_reader():
 @pytest.mark.e2e
 def test_local_model_end_to_end(local_model: Any):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     graph = ircot.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))
     out = graph.invoke(

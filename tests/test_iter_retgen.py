@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.profiles import numbered_passages
+from noterag.core.state import Passage
 from noterag.graphs import iter_retgen
 from noterag.nodes.iter_retgen import parse_answer
-from noterag.profiles import numbered_passages
 from noterag.prompts import iter_retgen as prompts
-from noterag.state import Passage
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -202,7 +202,7 @@ def test_the_answer_streams_and_the_message_holds_the_parsed_answer():
 
 
 def test_the_trace_page_shows_each_iteration():
-    from noterag.trace import record, render_html
+    from noterag.trace.page import record, render_html
 
     model = ScriptedModel(script=script())
     graph = iter_retgen.build(model=model, retriever=KeywordRetriever(passages=CORPUS))
@@ -217,7 +217,7 @@ def test_the_trace_page_shows_each_iteration():
 @pytest.mark.e2e
 def test_local_model_end_to_end(local_model: Any):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     graph = iter_retgen.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))
     out = graph.invoke(

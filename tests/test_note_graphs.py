@@ -11,8 +11,8 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
 import noterag
-from noterag.context import DeepNoteContext, resolve_context
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import DeepNoteContext, resolve_context
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -84,7 +84,7 @@ def test_one_graph_step_per_paper_step_and_the_review_decides(method: str):
 def test_a_decision_reads_the_state_the_update_leads_to():
     from langgraph.types import Overwrite
 
-    from noterag.state import NoteState, after_update
+    from noterag.core.state import NoteState, after_update
 
     state = {"seen": ["a", "b"], "trace": [{"step": 0}], "steps": 0, "llm_calls": 2}
     update = {"seen": ["b", "c"], "trace": [{"step": 1}], "steps": 1, "llm_calls": 3}

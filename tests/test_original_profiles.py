@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import noterag
-from noterag.context import resolve_context
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import resolve_context
 from scripted import QUESTION, VELMORA_ROWS, RecordingRetriever, ScriptedModel, passages
 
 CORPUS = passages(*VELMORA_ROWS)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.retrievers import load_retriever
 from noterag.retrievers.bm25 import Bm25Index, build_bm25_index, make_analyzer
 from noterag.retrievers.styles import Hit, get_style, rerank_with_query, title_boost

@@ -22,7 +22,7 @@ pytest.importorskip(
 )
 
 from fake_elasticsearch import FakeElasticsearch
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.retrievers import load_retriever
 from noterag.retrievers.elastic import build_es_index
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from noterag.parsing import (
+from noterag.core.parsing import (
     _DONE,
     Verdict,
     official_status,
@@ -21,7 +21,7 @@ from noterag.parsing import (
     parse_yes_no,
     until_done,
 )
-from noterag.profiles import (
+from noterag.core.profiles import (
     PROMPTED_QUESTIONS,
     amber_new_queries,
     official_new_queries,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from noterag.prompt import Prompt
+from noterag.core.prompt import Prompt
 from noterag.prompts import adaptive_note, deepnote
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
@@ -74,9 +74,9 @@ def test_every_method_answers_every_task():
 
 def test_no_method_shares_a_prompt_object_with_another_unmarked():
     """Editing one method's prompt must not silently change another's: a prompt one method takes
-    from another is its own copy, marked ``borrowed_from`` (noterag.prompt.borrow)."""
+    from another is its own copy, marked ``borrowed_from`` (noterag.core.prompt.borrow)."""
     import noterag
-    from noterag.prompt import AnswerPrompts
+    from noterag.core.prompt import AnswerPrompts
 
     def prompts_of(prompt_set: AnswerPrompts) -> list[Prompt]:
         stages = [getattr(prompt_set, f) for f in vars(prompt_set) if f != "answer"]

@@ -87,7 +87,7 @@ def test_a_chat_model_copy_is_described_as_itself_and_shares_its_clients() -> No
     from langchain_openai import ChatOpenAI
     from pydantic import PrivateAttr
 
-    from noterag.spec import copy_chat_model
+    from noterag.core.spec import copy_chat_model
 
     model = ChatOpenAI(model="m", api_key="k", base_url="http://127.0.0.1:9/v1")
     before = model._get_llm_string()  # LangChain memoizes the model's serialization here

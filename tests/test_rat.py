@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.profiles import numbered_passages
 from noterag.graphs import rat
 from noterag.nodes.rat import split_draft
-from noterag.profiles import numbered_passages
 from noterag.prompts import rat as rat_prompts
 from noterag.prompts import vendored
 from scripted import (
@@ -400,7 +400,7 @@ def test_the_loop_is_the_notebooks():
 @pytest.mark.e2e
 def test_local_model_end_to_end(local_model: Any):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     question = sample_questions()[0]["question"]
     g = rat.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))

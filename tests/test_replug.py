@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.graphs import replug
 from noterag.nodes import replug as steps
 from noterag.nodes.logprobs import LogprobsUnavailableError, Token
@@ -353,7 +353,7 @@ def test_local_model_end_to_end(local_model: Any):
     """llama.cpp's server returns log-probabilities through the OpenAI-compatible API (when
     top_logprobs is set): REPLUG runs on the local model."""
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     graph = replug.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))
     out = graph.invoke({"question": sample_questions()[0]["question"]}, context={"top_k": 3})

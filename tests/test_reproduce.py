@@ -22,8 +22,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from noterag.base.errors import ConfigError
 from noterag.cli import app
-from noterag.errors import ConfigError
 from noterag.eval.report import compute_summary
 from noterag.eval.significance import mean_interval
 from noterag.reproduce import report
@@ -31,7 +31,7 @@ from noterag.reproduce.plan import make_plan, method_costs, published_value, run
 from noterag.reproduce.run import execute
 from noterag.reproduce.tables import load_table, table_names
 from noterag.retrievers import build_bm25_index
-from noterag.sample import sample_corpus, sample_questions, sample_questions_path
+from noterag.retrievers.sample import sample_corpus, sample_questions, sample_questions_path
 from scripted import ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,7 +184,7 @@ def test_the_estimate_is_the_measured_cost_per_question_times_the_questions(
 
 
 def test_every_registered_method_has_a_measured_cost() -> None:
-    from noterag.methods import METHODS
+    from noterag.registry.methods import METHODS
 
     measured = {key.split("/")[0] for key in method_costs()["costs"]}
     assert set(METHODS) <= measured

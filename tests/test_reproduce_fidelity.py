@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from noterag.context import resolve_context
-from noterag.methods import METHODS
+from noterag.core.context import resolve_context
+from noterag.registry.methods import METHODS
 from noterag.reproduce import report
 from noterag.reproduce.plan import make_plan, sample_index_spec, with_dataset_settings
 from noterag.reproduce.run import execute
 from noterag.reproduce.tables import UNSCORED_METRICS, load_table, published_number, table_names
-from noterag.sample import sample_questions, sample_questions_path
+from noterag.retrievers.sample import sample_questions, sample_questions_path
 from scripted import ScriptedModel
 
 DEEPNOTE_ASQA = [n for n in table_names() if n.startswith("deepnote-")]
@@ -324,8 +324,8 @@ def test_the_deepnote_corpus_style_pools_2wiki_as_index_2wiki_py(tmp_path: Path)
 
 
 def test_an_unknown_corpus_style_is_refused(tmp_path: Path) -> None:
+    from noterag.base.errors import NoteragError
     from noterag.datasets import pool_corpus
-    from noterag.errors import NoteragError
 
     source = _two_wiki(tmp_path / "dev.jsonl", [[("Alpha", ["Text."])]])
     with pytest.raises(NoteragError, match="unknown corpus style 'ircot'"):

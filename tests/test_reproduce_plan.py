@@ -222,7 +222,7 @@ def test_a_proposed_index_build_carries_its_estimate(tmp_path: Path) -> None:
 
 
 def test_a_corpus_on_disk_is_counted_for_the_estimate(tmp_path: Path) -> None:
-    from noterag.sample import sample_corpus
+    from noterag.retrievers.sample import sample_corpus
 
     data = tmp_path / "data"
     (data / "2wikimqa").mkdir(parents=True)
@@ -301,7 +301,7 @@ def test_a_run_under_its_name_from_before_words_lost_their_quotes_resumes_there(
     # another run that the old name would fit (other questions) is not picked up
     other = tmp_path / "data"
     (other / "hotpotqa").mkdir(parents=True)
-    from noterag.sample import sample_questions_path
+    from noterag.retrievers.sample import sample_questions_path
 
     (other / "hotpotqa" / "questions.jsonl").write_bytes(sample_questions_path().read_bytes())
     elsewhere = make_plan(table, out=tmp_path / "out", model=model, data=other,

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from pydantic import PrivateAttr
 
-from noterag.context import ReSPContext
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import ReSPContext
+from noterag.core.parsing import parse_sub_question, parse_yes_no, until_done
 from noterag.graphs import resp
-from noterag.parsing import parse_sub_question, parse_yes_no, until_done
 from noterag.prompts import resp as resp_prompts
 from scripted import (
     KeywordRetriever,
@@ -416,7 +416,7 @@ def test_prompts_are_table_1(prompt: Any):
 
 def test_local_model_end_to_end(local_model: Any):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     question = sample_questions()[0]["question"]
     g = resp.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))

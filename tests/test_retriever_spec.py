@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from noterag.errors import ConfigError, IndexNotFoundError
+from noterag.base.errors import ConfigError, IndexNotFoundError
 from noterag.retrievers import INDEX_KINDS, RETRIEVER_SCHEMES, load_retriever
 from noterag.retrievers.spec import RetrieverSpec, normalize_spec, parse_spec
 

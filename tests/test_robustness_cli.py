@@ -21,8 +21,8 @@ import pytest
 import test_cli
 from test_cli import assert_one_error_line, cli, script, stderr_lines, write_corpus
 
-from noterag.errors import ConfigError
-from noterag.terminal import printable
+from noterag.base.errors import ConfigError
+from noterag.base.terminal import printable
 from scripted import QUESTION, VELMORA_ROWS, ScriptedModel
 
 index_dir, scripted = test_cli.index_dir, test_cli.scripted
@@ -93,7 +93,7 @@ def test_flags_and_context_pairs_refuse_the_same_values_alike(
 
 
 def test_nan_and_infinity_are_refused_by_the_context_itself() -> None:
-    from noterag.context import DeepNoteContext
+    from noterag.core.context import DeepNoteContext
 
     for value in (float("nan"), float("inf"), -float("inf")):
         with pytest.raises(ConfigError, match="temperature must be a finite number"):
@@ -354,7 +354,7 @@ def test_ask_html_to_an_unwritable_path_fails_before_any_model(
 def test_a_failed_write_leaves_the_old_page_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import noterag._fs
+    import noterag.base.files
 
     run = _saved_run(tmp_path)
     page = tmp_path / "page.html"
@@ -364,7 +364,7 @@ def test_a_failed_write_leaves_the_old_page_whole(
     def broken_replace(src: Any, dst: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(noterag._fs.os, "replace", broken_replace)
+    monkeypatch.setattr(noterag.base.files.os, "replace", broken_replace)
     assert_one_error_line(cli("trace", str(run), "--html", str(page)), "No space left on device")
     assert page.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html", "run.json"]
@@ -603,7 +603,7 @@ def _served(cors: dict[str, Any]) -> Any:
     from starlette.routing import Route
     from starlette.testclient import TestClient
 
-    from noterag.server_http import OriginGuard
+    from noterag.server.http import OriginGuard
 
     async def runs(request: Any) -> JSONResponse:
         return JSONResponse({"started": True})
@@ -624,7 +624,7 @@ def _preflight(client: Any, origin: str) -> Any:
 
 def test_langgraph_json_allows_local_origins_and_studio_only() -> None:
     http = _http_config()
-    assert http["app"] == "./noterag/server_http.py:app"
+    assert http["app"] == "./noterag/server/http.py:app"
     client = _served(http["cors"])
     for origin in LOCAL:
         allowed = _preflight(client, origin)

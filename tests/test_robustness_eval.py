@@ -27,9 +27,9 @@ from langchain_core.language_models import BaseChatModel
 from typer.testing import CliRunner
 
 import noterag.models
+from noterag.base.errors import ConfigError, CorpusError, NoteragError
 from noterag.cli import app
 from noterag.datasets import DatasetError, load_dataset
-from noterag.errors import ConfigError, CorpusError, NoteragError
 from noterag.eval import run_eval
 from noterag.eval.report import compare, compute_summary
 from noterag.eval.runs import RunDirError
@@ -579,8 +579,8 @@ def test_a_dataset_task_the_method_cannot_answer_is_refused_before_any_call(
 
 
 def test_check_task_knows_each_methods_answer_prompts() -> None:
-    from noterag.methods import METHODS
-    from noterag.tasks import check_task
+    from noterag.core.tasks import check_task
+    from noterag.registry.methods import METHODS
 
     deepnote = METHODS["deepnote"]
     check_task(METHODS["adaptive-note"], "crud")

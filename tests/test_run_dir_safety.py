@@ -22,8 +22,8 @@ import pytest
 from test_reproduce import TABLE, write_table
 from typer.testing import CliRunner
 
+from noterag.base.errors import NoteragError
 from noterag.cli import app
-from noterag.errors import NoteragError
 from noterag.eval import run_eval
 from noterag.eval.lock import LOCK_FILE, RunLockedError, command_name, run_lock
 from noterag.eval.runs import RunDirError
@@ -261,7 +261,7 @@ def test_a_linked_results_file_is_refused_and_its_target_untouched(tmp_path: Pat
                      retry_errors=retry)  # fmt: skip
         assert target.read_bytes() == whole + b'{"id": "torn'
     # the command says it in one line
-    from noterag.sample import sample_index
+    from noterag.retrievers.sample import sample_index
 
     index = sample_index(tmp_path / "cache")
     result = invoke("eval", "-m", "vanilla", "-d", str(data), "-i", str(index),
@@ -273,7 +273,7 @@ def test_a_linked_results_file_is_refused_and_its_target_untouched(tmp_path: Pat
 
 
 def test_the_results_writer_never_appends_through_a_link(tmp_path: Path) -> None:
-    from noterag._fs import LinkRefusedError
+    from noterag.base.files import LinkRefusedError
     from noterag.eval.loop import LineWriter, repair_lines
 
     target = tmp_path / "target.jsonl"

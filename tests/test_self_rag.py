@@ -21,10 +21,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
 import noterag
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.parsing import count_fallbacks
 from noterag.graphs import self_rag
 from noterag.nodes.self_rag import Token, critique, read_tokens, retrieve_score, short_form
-from noterag.parsing import count_fallbacks
 from noterag.prompts import self_rag as self_rag_prompts
 from scripted import (
     KeywordRetriever,
@@ -832,7 +832,7 @@ def test_local_model_is_not_a_selfrag_model(local_model: Any):
     """SmolLM2 (llama.cpp's server returns chat log-probabilities) is no Self-RAG model: the run
     stops with the one error, after the decision call and the per-passage generations."""
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     question = sample_questions()[0]["question"]
     g = self_rag.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))

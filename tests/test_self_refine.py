@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.graphs import self_refine
 from scripted import (
     QUESTION,
@@ -132,7 +132,7 @@ def test_each_role_can_have_its_own_model():
 @pytest.mark.e2e
 def test_local_model_end_to_end(local_model: Any):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     graph = self_refine.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))
     out = graph.invoke({"question": sample_questions()[0]["question"]}, context={"max_tokens": 96})

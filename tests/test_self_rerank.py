@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.parsing import count_fallbacks
 from noterag.graphs import self_rerank
 from noterag.nodes.self_rerank import parse_labels
-from noterag.parsing import count_fallbacks
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -216,7 +216,7 @@ def test_a_long_degenerate_reply_is_read_quickly():
 @pytest.mark.e2e
 def test_local_model_end_to_end(local_model: Any):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     graph = self_rerank.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))
     out = graph.invoke({"question": sample_questions()[0]["question"]}, context={"max_tokens": 128})

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import noterag
-from noterag.methods import context_schema
+from noterag.registry.methods import context_schema
 from scripted import method_events
 
 pytestmark = pytest.mark.server

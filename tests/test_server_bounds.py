@@ -22,10 +22,10 @@ import pytest
 from test_server_policy import _guard, _json, _request
 from test_threads import QUESTION, WAIT, HoldingModel, start
 
-from noterag.context import MAX_QUESTION_CHARS, MOST_STEPS
-from noterag.errors import ConfigError
-from noterag.methods import METHODS, build_graph
-from noterag.server_bounds import check_command, check_state_values, recursion_cap
+from noterag.base.errors import ConfigError
+from noterag.core.context import MAX_QUESTION_CHARS, MOST_STEPS
+from noterag.registry.methods import METHODS, build_graph
+from noterag.server.bounds import check_command, check_state_values, recursion_cap
 from scripted import VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages, velmora_script
 
 CORPUS = passages(*VELMORA_ROWS)
@@ -115,7 +115,7 @@ def test_every_method_runs_its_largest_loop_settings_within_its_cap(method: str)
     """Each method at the upper bounds of its loop settings (max_steps, max_failures,
     max_passages) with a scripted model: the run ends within its recursion cap, so the cap the
     server sets never cuts a run the settings allow short (a contract over the registry)."""
-    from noterag.methods import context_schema
+    from noterag.registry.methods import context_schema
 
     loops = {"max_steps", "max_failures", "max_passages"}
     largest = {
@@ -226,7 +226,7 @@ def test_a_resumable_stream_is_honoured_only_where_the_operator_allows() -> None
 
 
 def test_the_key_may_hold_any_character() -> None:
-    from noterag.server_key import key_matches
+    from noterag.server.key import key_matches
 
     assert key_matches(KEY.encode(), KEY)
     assert key_matches("clé".encode("latin-1"), "clé")  # a browser's bytes

@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 import pytest
 
-from noterag.context import MOST_STEPS, RunContext, allowed_values, check_setting
-from noterag.errors import ConfigError
-from noterag.methods import METHODS, build_graph, context_schema
-from noterag.server_bounds import recursion_cap
-from noterag.server_policy import ServerPolicy, check_input, check_run_settings
+from noterag.base.errors import ConfigError
+from noterag.core.context import MOST_STEPS, RunContext, allowed_values, check_setting
+from noterag.core.policy import ServerPolicy, check_input, check_run_settings
+from noterag.registry.methods import METHODS, build_graph, context_schema
+from noterag.server.bounds import recursion_cap
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -206,7 +206,7 @@ def test_a_misspelt_slot_on_the_command_line_is_refused(tmp_path: Any) -> None:
 
 
 def test_the_overridden_prompt_sets_kept_are_bounded() -> None:
-    from noterag import step
+    from noterag.core import step
 
     step._overridden.cache_clear()
     model = ScriptedModel(script=velmora_script())
@@ -437,7 +437,7 @@ def _request(
 
 
 def _guard(**policy: Any) -> tuple[Any, _Inner]:
-    from noterag.server_http import RequestGuard
+    from noterag.server.http import RequestGuard
 
     inner = _Inner()
     return RequestGuard(inner, ServerPolicy(**policy)), inner
@@ -523,7 +523,7 @@ def test_a_run_the_client_waits_on_is_cancelled_when_it_leaves() -> None:
         assert _request(guard, path, _json(run))[0] == 200
         assert json.loads(inner.bodies[-1])["on_disconnect"] == "cancel"
     # a background run has no client to leave: its body passes as sent (with the method's
-    # recursion limit, noterag.server_bounds)
+    # recursion limit, noterag.server.bounds)
     _request(guard, "/threads/t/runs", _json(run))
     assert json.loads(inner.bodies[-1]) == run | {
         "config": {"recursion_limit": recursion_cap("deepnote")}
@@ -549,7 +549,7 @@ def test_the_guard_passes_what_it_does_not_judge() -> None:
 def test_the_api_key_is_checked_when_the_operator_sets_one(monkeypatch: pytest.MonkeyPatch) -> None:
     from langgraph_sdk import Auth
 
-    from noterag.server_auth import authenticate
+    from noterag.server.auth import authenticate
 
     monkeypatch.delenv("NOTERAG_API_KEY", raising=False)
     assert asyncio.run(authenticate({}))["identity"] == "noterag-client"
@@ -567,8 +567,8 @@ def test_langgraph_json_wires_the_auth_and_the_guards() -> None:
     from pathlib import Path
 
     config = json.loads((Path(__file__).parent.parent / "langgraph.json").read_text())
-    assert config["auth"] == {"path": "./noterag/server_auth.py:auth", "disable_studio_auth": True}
-    assert config["http"]["app"] == "./noterag/server_http.py:app"
+    assert config["auth"] == {"path": "./noterag/server/auth.py:auth", "disable_studio_auth": True}
+    assert config["http"]["app"] == "./noterag/server/http.py:app"
     assert "https://agentchat.vercel.app" not in config["http"]["cors"]["allow_origins"]
 
 
@@ -583,7 +583,7 @@ def test_an_extra_origin_admits_agent_chat_ui_and_no_other() -> None:
     from starlette.routing import Route
     from starlette.testclient import TestClient
 
-    from noterag.server_http import OriginGuard
+    from noterag.server.http import OriginGuard
 
     config = json.loads((Path(__file__).parent.parent / "langgraph.json").read_text())
     config = config["http"]["cors"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from noterag.errors import NoteragError
+from noterag.base.errors import NoteragError
 from noterag.eval.report import compare
 from noterag.eval.significance import compare_runs, paired_test
 from tests.test_report import row, write_run

@@ -16,11 +16,11 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 import noterag
-import noterag.question as question_module
-from noterag.context import DeepNoteContext
-from noterag.decision import Decision
-from noterag.errors import ConfigError
-from noterag.step import on_loop, run_context
+import noterag.core.question as question_module
+from noterag.base.errors import ConfigError
+from noterag.core.context import DeepNoteContext
+from noterag.core.decision import Decision
+from noterag.core.step import on_loop, run_context
 from scripted import (
     QUESTION,
     VELMORA_ROWS,

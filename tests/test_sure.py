@@ -14,10 +14,10 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import PrivateAttr
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.parsing import count_fallbacks
 from noterag.graphs import sure
 from noterag.nodes.sure import parse_candidates, parse_preference, parse_validity, select
-from noterag.parsing import count_fallbacks
 from noterag.prompts import sure as sure_prompts
 from scripted import (
     QUESTION,
@@ -625,7 +625,7 @@ def test_studio_schemas():
 @pytest.mark.e2e
 def test_local_model_end_to_end(local_model: Any):
     from noterag.retrievers import load_retriever
-    from noterag.sample import sample_index, sample_questions
+    from noterag.retrievers.sample import sample_index, sample_questions
 
     question = sample_questions()[0]["question"]
     g = sure.build(model=local_model, retriever=load_retriever(f"bm25:{sample_index()}"))

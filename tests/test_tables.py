@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from noterag.context import resolve_context
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import resolve_context
 from noterag.eval.metrics import EXTRA_METRICS, PAPER_METRICS
-from noterag.methods import METHODS
+from noterag.registry.methods import METHODS
 from noterag.reproduce.tables import (
     UNSCORED_METRICS,
     Table,

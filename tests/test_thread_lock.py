@@ -103,12 +103,12 @@ def test_a_second_ask_on_a_busy_postgres_thread_is_refused(index_dir: Path, post
 
 def test_the_lock_file_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
     """A holder killed with SIGKILL leaves its file; the kernel let go of its lock."""
-    from noterag.persistence import ThreadBusy, hold_thread, lock_file
+    from noterag.server.checkpointer import ThreadBusy, hold_thread, lock_file
 
     database = tmp_path / "threads.sqlite"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         ("import sys; from noterag.persistence import hold_thread\n"
+         ("import sys; from noterag.server.checkpointer import hold_thread\n"
          f"with hold_thread({str(database)!r}, 'x'):\n"
          "    print('held', flush=True); sys.stdin.read()")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -130,8 +130,8 @@ def test_the_lock_file_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
 
 
 def test_a_linked_lock_file_is_refused(tmp_path: Path) -> None:
-    from noterag.errors import ConfigError
-    from noterag.persistence import hold_thread, lock_file
+    from noterag.base.errors import ConfigError
+    from noterag.server.checkpointer import hold_thread, lock_file
 
     database, target = tmp_path / "threads.sqlite", tmp_path / "precious"
     target.write_text("keep me")
@@ -247,7 +247,7 @@ def test_a_sqlite_url_is_the_file_it_names(index_dir: Path, tmp_path: Path) -> N
 
 
 def test_a_locked_or_unwritable_sqlite_file_is_named(index_dir: Path, tmp_path: Path) -> None:
-    from noterag.persistence import open_checkpointer
+    from noterag.server.checkpointer import open_checkpointer
 
     fresh, used = tmp_path / "fresh.sqlite", tmp_path / "used.sqlite"
     with open_checkpointer(str(used)):
@@ -292,8 +292,8 @@ def test_undecodable_bytes_in_a_question_or_thread_are_one_line(
 
 
 def test_locations_are_read_before_anything_is_made() -> None:
-    from noterag.errors import ConfigError
-    from noterag.persistence import Location, describe, locate
+    from noterag.base.errors import ConfigError
+    from noterag.server.checkpointer import Location, describe, locate
 
     assert locate("sqlite:////var/x.sqlite") == Location("sqlite", "/var/x.sqlite")
     assert locate("sqlite:///x.sqlite") == Location("sqlite", "x.sqlite")

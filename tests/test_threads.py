@@ -57,7 +57,7 @@ class HoldingModel(SimModel):
         if prompt.rstrip().endswith("Standalone question:"):
             # a follow-up's rewrite (the sim names no such stage): a question in the
             # conversation's words; three random capitalised words of the prompt ("Chat History
-            # Human") would be off-topic, and the words asked would stand (noterag.question)
+            # Human") would be off-topic, and the words asked would stand (noterag.core.question)
             return "answer", "Where was the architect of the Velmora Bridge born?"
         stage, text = super().reply(prompt)
         # every new note accepted: the run's path (hence its calls) is known in advance
@@ -412,8 +412,8 @@ def test_the_server_checkpointer_follows_noterag_checkpoint(
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from noterag.errors import ConfigError
-    from noterag.persistence import server_checkpointer
+    from noterag.base.errors import ConfigError
+    from noterag.server.checkpointer import server_checkpointer
 
     async def opened() -> object:
         async with server_checkpointer() as saver:

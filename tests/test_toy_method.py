@@ -25,14 +25,14 @@ from typer.testing import CliRunner
 
 import noterag
 from noterag.cli import app
-from noterag.context import MOST_STEPS, RunContext, setting
-from noterag.decision import stop_check
-from noterag.methods import register
+from noterag.core.context import MOST_STEPS, RunContext, setting
+from noterag.core.decision import stop_check
+from noterag.core.prompt import AnswerPrompts, Prompt
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import ChatFields, CostFields
+from noterag.core.step import Ask, Env, StepGen, node
 from noterag.nodes.answer import answer
-from noterag.prompt import AnswerPrompts, Prompt
-from noterag.spec import Deps, MethodSpec
-from noterag.state import ChatFields, CostFields
-from noterag.step import Ask, Env, StepGen, node
+from noterag.registry.methods import register
 from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
 
 # --- the method: everything a method is, in one place ---------------------------------------------

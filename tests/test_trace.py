@@ -25,14 +25,14 @@ from langgraph.graph import END, START, StateGraph
 from test_amber import script as amber_script
 from test_cli import assert_one_error_line, cli
 
-from noterag.context import RunContext
+from noterag.core.context import RunContext
+from noterag.core.spec import Deps
+from noterag.core.step import Env, Search, StepGen
+from noterag.core.step import node as step_node
 from noterag.eval.rows import result_row
 from noterag.graphs import adaptive_note, amber, deepnote, no_retrieval, vanilla
-from noterag.methods import METHODS
-from noterag.spec import Deps
-from noterag.step import Env, Search, StepGen
-from noterag.step import node as step_node
-from noterag.trace import (
+from noterag.registry.methods import METHODS
+from noterag.trace.page import (
     LAYOUTS,
     TraceInputError,
     layout_for,
@@ -485,10 +485,10 @@ def test_the_templates_are_package_data() -> None:
     package-data globs and read through the package, not the checkout's path."""
     root = Path(__file__).resolve().parents[1]
     setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    templates = resources.files("noterag") / "templates"
+    templates = resources.files("noterag.trace") / "templates"
     found = [
-        p.relative_to(root / "noterag").as_posix()
-        for p in (root / "noterag" / "templates").rglob("*")
+        p.relative_to(root / "noterag" / "trace").as_posix()
+        for p in (root / "noterag" / "trace" / "templates").rglob("*")
         if p.is_file() and "__pycache__" not in p.parts
     ]
     assert {"templates/trace.html.j2", "templates/trace.css"} <= set(found)
@@ -496,7 +496,7 @@ def test_the_templates_are_package_data() -> None:
     for name in found:
         # each folder is a package of its own, its files matched by that package's globs
         folder, _, file = name.rpartition("/")
-        package = "noterag." + folder.replace("/", ".")
+        package = "noterag.trace." + folder.replace("/", ".")
         assert package in setuptools["packages"], f"{folder} is not a package"
         globs = setuptools["package-data"].get(package, [])
         assert any(fnmatch(file, glob) for glob in globs), f"{name} is not package data"

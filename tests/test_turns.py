@@ -16,7 +16,7 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from test_eval_runner import read_rows, retriever, write_dataset
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 from noterag.eval import run_eval
 from noterag.models import load_chat_model
 from noterag.models.http import http_library

@@ -15,7 +15,7 @@ Each question goes through the four stages of ``noterag.align.stages``. The run 
   the event loop (as ``noterag eval`` writes results.jsonl);
 * ``pairs.jsonl``: the preference pairs (``noterag.align.stages.pair_rows``), appended after
   each question's journal line. It is derived: when a run starts or resumes it is rebuilt from
-  the journal (atomically, ``noterag._fs``), so a kill between the two writes leaves neither a
+  the journal (atomically, ``noterag.base.files``), so a kill between the two writes leaves neither a
   missing nor a duplicated pair after the next run;
 * ``stats.json``: the statistics (``noterag.align.stats``), written at the end.
 
@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from noterag._fs import atomic_write_json, atomic_write_lines
 from noterag.align.scoring import PAPER_NAMES
 from noterag.align.stages import (
     GENERATOR_MAX_TOKENS,
@@ -49,8 +48,9 @@ from noterag.align.stages import (
     sampling_grid,
 )
 from noterag.align.stats import TABLE_ORDER, run_statistics
+from noterag.base.errors import ConfigError
+from noterag.base.files import atomic_write_json, atomic_write_lines
 from noterag.datasets.formats import row_fields
-from noterag.errors import ConfigError
 from noterag.eval import loop
 from noterag.eval.runs import RunDirError, scan_results
 from noterag.models.errors import fatal_error, one_line_error
@@ -121,8 +121,8 @@ def run_align_data(
 
     grid = sampling_grid(samples, random.Random(seed))
     from noterag import models
+    from noterag.core.spec import resolve_retriever
     from noterag.datasets import load_dataset
-    from noterag.spec import resolve_retriever
 
     examples = load_dataset(Path(dataset), format=format, limit=limit)
     other = sorted({ex.task for ex in examples} - {"multihop"})

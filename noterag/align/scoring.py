@@ -21,7 +21,7 @@ Three ways, one per kind of stage:
 * ``pick_by_verdicts`` (D_KA) — each reply is judged against the best initial note with the
   inference-time verdict prompt (``True``: knowledge grew); chosen is drawn from the True
   ones, rejected from the False ones. All True or all False: no pair. Verdicts are read as
-  ``LLM_score_compare_note`` reads them (``noterag.parsing.official_status``): a reply
+  ``LLM_score_compare_note`` reads them (``noterag.core.parsing.official_status``): a reply
   that is not the JSON verdict falls back to ``"true" in reply`` and is counted.
 
 Beyond the official code: a pair whose chosen and rejected texts are equal is dropped
@@ -41,7 +41,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from noterag.parsing import official_status
+from noterag.core.parsing import official_status
 
 # The order the official pipeline runs them per question, with the names the paper gives their
 # data (Appendix D) and the official code's data_type / id prefix (select_dpo_data.py keys on it).

@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from noterag._fs import atomic_write_lines
 from noterag.align.data import PAIRS_FILE
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.base.files import atomic_write_lines
 
 # The paper's Table 3, in the official script's concatenation order (init, refine, query, rag).
 DEFAULT_QUOTAS: dict[str, int] = {

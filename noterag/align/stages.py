@@ -52,10 +52,10 @@ from noterag.align.scoring import (
     rank_by_judge,
     score_rag,
 )
-from noterag.profiles import deepnote_passages
+from noterag.core.profiles import deepnote_passages
+from noterag.core.step import NOSTREAM, reply_text, to_passage
 from noterag.prompts.align import JUDGES
 from noterag.prompts.align import STAGES as STAGE_PROMPTS
-from noterag.step import NOSTREAM, reply_text, to_passage
 
 # gen_dpo_data.py: temperature_list x top_p_list, temperature outermost
 TEMPERATURES = (0.1, 0.5, 0.9)
@@ -75,7 +75,7 @@ def sampling_grid(samples: int, rng: random.Random) -> list[tuple[float, float]]
     """The (temperature, top_p) of each of ``samples`` replies: the first of the nine official
     settings, then random draws from them (``random.choices``) beyond nine."""
     if samples < 1:
-        from noterag.errors import ConfigError
+        from noterag.base.errors import ConfigError
 
         raise ConfigError(f"samples must be at least 1, not {samples}")
     if samples <= len(GRID):

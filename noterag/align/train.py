@@ -38,8 +38,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from noterag._fs import atomic_write_json, fsync_dir
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.base.files import atomic_write_json, fsync_dir
 from noterag.models.hf import (
     HFLocation,
     load_causal_lm,
@@ -338,7 +338,7 @@ class _Log:
         """Drop the lines a killed run logged after its last checkpoint (resumed, it logs them
         again)."""
         kept = [row for row in self.rows() if row.get("step", 0) <= step]
-        from noterag._fs import atomic_write_lines
+        from noterag.base.files import atomic_write_lines
 
         if self.path.is_file():
             atomic_write_lines(self.path, ((json.dumps(r) + "\n").encode() for r in kept))

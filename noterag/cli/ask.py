@@ -18,6 +18,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from noterag.base.errors import ConfigError, NoteragError
+from noterag.base.redact import redact
+from noterag.base.terminal import printable, terminal_safe_json
 from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
 from noterag.cli.options import (
@@ -37,12 +40,9 @@ from noterag.cli.options import (
 )
 from noterag.cli.render import Progress, plural, status, stderr_console
 from noterag.cli.trace import ForceOption, write_trace
-from noterag.context import check_question_size
-from noterag.errors import ConfigError, NoteragError
-from noterag.methods import METHODS
-from noterag.redact import redact
-from noterag.spec import MethodSpec
-from noterag.terminal import printable, terminal_safe_json
+from noterag.core.context import check_question_size
+from noterag.core.spec import MethodSpec
+from noterag.registry.methods import METHODS
 
 
 def ask_command(
@@ -218,12 +218,12 @@ def ask_command(
             )
         if prompts:
             context["prompts"] = prompt_overrides(spec, prompts)
-        from noterag.tasks import check_task
+        from noterag.core.tasks import check_task
 
         # a task the method has no answer for fails now, not after its paid steps
         check_task(spec, settings.task, settings)
         if html_out is not None:
-            from noterag.trace import check_writable
+            from noterag.trace.page import check_writable
 
             check_writable(html_out, force)
 
@@ -233,7 +233,7 @@ def ask_command(
         retriever = load_retriever(retriever_spec(index, console))
         import uuid
 
-        from noterag.persistence import hold_thread
+        from noterag.server.checkpointer import hold_thread
 
         thread = thread or uuid.uuid4().hex
         # one run a thread at a time (two would each write a turn over the other's), held
@@ -245,7 +245,7 @@ def ask_command(
                 model, console, model_settings(timeout, max_retries), check=not skip_model_check
             )
             from noterag.models import count_retries
-            from noterag.persistence import open_checkpointer
+            from noterag.server.checkpointer import open_checkpointer
 
             with open_checkpointer(checkpoint) as saver:
                 graph = noterag.build_graph(
@@ -297,10 +297,10 @@ def run(
     console: Console,
     thread: str | None = None,
 ) -> dict[str, Any]:
-    """The method's output, with what the trace viewer needs from the stream (noterag.trace).
+    """The method's output, with what the trace viewer needs from the stream (noterag.trace.page).
     With a checkpointer, the run is a turn of ``thread`` (a new one when None), checkpointed
     after every step; a thread whose run of this same question was cut off resumes instead."""
-    from noterag.trace import Recorder
+    from noterag.trace.page import Recorder
 
     progress = Progress(console, spec)
     # what the method declares it returns, not the loop's working fields
@@ -345,7 +345,7 @@ def thread_input(
 
     from langchain_core.messages import HumanMessage
 
-    from noterag.step import reply_text
+    from noterag.core.step import reply_text
 
     config: dict[str, Any] = {"configurable": {"thread_id": thread or uuid.uuid4().hex}}
     snapshot = graph.get_state(config)
@@ -395,7 +395,9 @@ def summary(
     fallbacks = dict(final.get("fallbacks") or {})
     cut = fallbacks.pop("passage_truncated", 0)  # not a reply: passages over max_passage_chars
     unreadable = sum(fallbacks.values())
-    if unreadable:  # the replies no parser could read took their fallbacks (noterag/parsing.py)
+    if (
+        unreadable
+    ):  # the replies no parser could read took their fallbacks (noterag/core/parsing.py)
         parts.insert(-1, f"{unreadable} unreadable {'reply' if unreadable == 1 else 'replies'}")
     if cut:
         limit = f" to {passage_cap:,} characters" if passage_cap else ""

@@ -9,11 +9,11 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
+from noterag.base.errors import ConfigError
 from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
 from noterag.cli.options import FormatOption
 from noterag.cli.render import plural, status, stderr_console
-from noterag.errors import ConfigError
 
 
 def corpus_from_command(

@@ -17,10 +17,10 @@ import click
 import typer
 import typer.core
 
+from noterag.base.errors import NoteragError
+from noterag.base.redact import redact
+from noterag.base.terminal import printable
 from noterag.cli.local import LocalModelGuard
-from noterag.errors import NoteragError
-from noterag.redact import redact
-from noterag.terminal import printable
 
 # The click that typer parses with: recent typer vendors its own (typer._click), whose exception
 # classes are not click's; older typer uses click itself.

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from noterag.base.terminal import printable
 from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
 from noterag.cli.options import (
@@ -37,8 +38,7 @@ from noterag.cli.options import (
 )
 from noterag.cli.render import stderr_console
 from noterag.eval.report import MAX_ERROR_RATE, RunFailedError, Summary, error_budget
-from noterag.methods import METHODS
-from noterag.terminal import printable
+from noterag.registry.methods import METHODS
 
 
 class PlotX(str, Enum):

@@ -10,12 +10,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from noterag.base.errors import ConfigError
+from noterag.base.redact import redact
+from noterag.base.terminal import safe
 from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
 from noterag.cli.render import plural, stderr_console
-from noterag.errors import ConfigError
-from noterag.redact import redact
-from noterag.terminal import safe
 
 if TYPE_CHECKING:
     from noterag.retrievers.bm25 import BuildStats

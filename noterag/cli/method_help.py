@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from typer.core import TyperCommand
 
-from noterag.methods import METHODS
+from noterag.registry.methods import METHODS
 
 _METHOD_FLAGS = ("--method", "-m")
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.text import Text
 
 from noterag.cli.options import known_method
-from noterag.methods import METHODS
+from noterag.registry.methods import METHODS
 
 PROFILE_NOTES = {
     "paper": "the printed paper's method",
@@ -33,7 +33,7 @@ def methods_command(
     --context KEY=VALUE), with defaults."""
     from rich.table import Table
 
-    from noterag.spec import prompt_names
+    from noterag.core.spec import prompt_names
 
     console = Console(highlight=False)
     for spec in [METHODS[name]] if name is not None else list(METHODS.values()):

@@ -12,8 +12,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from noterag.base.errors import ConfigError, IndexNotFoundError
 from noterag.cli.render import status
-from noterag.context import (
+from noterag.core.context import (
     PROFILES,
     TASKS,
     RunContext,
@@ -21,9 +22,8 @@ from noterag.context import (
     resolve_context,
     setting_names,
 )
-from noterag.errors import ConfigError, IndexNotFoundError
-from noterag.methods import METHODS
-from noterag.spec import MethodSpec, override_prompts
+from noterag.core.spec import MethodSpec, override_prompts
+from noterag.registry.methods import METHODS
 
 # Every task and profile, so a new one needs no CLI change. (Built from data, so a type checker
 # sees them as enums without members.) A method is checked against the registry when the
@@ -292,7 +292,7 @@ def retriever_spec(index: str | None, console: Console) -> str:
     before a model is started."""
     index = index if index is not None else (os.environ.get("NOTERAG_INDEX") or None)
     if index is None:
-        from noterag.sample import sample_index
+        from noterag.retrievers.sample import sample_index
 
         with status(console, "preparing the sample index…"):
             path = sample_index()

@@ -27,9 +27,10 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-# The escaping of untrusted text (noterag.terminal: the eval and reproduce layers use it too).
-from noterag.spec import MethodSpec
-from noterag.terminal import printable_value
+from noterag.base.terminal import printable_value
+
+# The escaping of untrusted text (noterag.base.terminal: the eval and reproduce layers use it too).
+from noterag.core.spec import MethodSpec
 
 Event = dict[str, Any]
 # One line, several lines (each gets the step prefix), or None to print nothing; a plain str

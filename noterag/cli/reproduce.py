@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from noterag.base.errors import NoteragError
+from noterag.base.terminal import printable, terminal_safe_json
 from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
 from noterag.cli.options import (
@@ -28,8 +30,6 @@ from noterag.cli.options import (
     model_settings,
 )
 from noterag.cli.render import stderr_console
-from noterag.errors import NoteragError
-from noterag.terminal import printable, terminal_safe_json
 
 
 def _names(values: list[str] | None) -> list[str] | None:

@@ -11,11 +11,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from noterag.base.errors import ConfigError
+from noterag.base.terminal import printable
 from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
 from noterag.cli.render import stderr_console
-from noterag.errors import ConfigError
-from noterag.terminal import printable
 
 ForceOption = Annotated[
     bool,
@@ -28,7 +28,7 @@ ForceOption = Annotated[
 
 
 def write_trace(run: dict[str, Any], path: Path, console: Console, force: bool = False) -> None:
-    from noterag.trace import write_html
+    from noterag.trace.page import write_html
 
     write_html(run, path, force)
     console.print(Text(printable(f"trace written to {path}"), style="dim"))
@@ -83,7 +83,7 @@ def trace_command(
     each step's queries, new passages, note changes and verdicts, the answer and its cost."""
     console = stderr_console()
     with user_errors(guard_of(ctx)):
-        from noterag.trace import load_run
+        from noterag.trace.page import load_run
 
         out = html_out or default_page(run_file, row_id)
         if out.resolve() == run_file.resolve():  # even with --force: it is the input

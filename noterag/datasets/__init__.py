@@ -51,7 +51,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from noterag._fs import atomic_writer
+from noterag.base.errors import ConfigError
+from noterag.base.files import atomic_writer
 from noterag.datasets.formats import (
     FORMATS,
     PARAGRAPH_FORMATS,
@@ -65,7 +66,6 @@ from noterag.datasets.formats import (
     parse_paragraphs,
 )
 from noterag.datasets.records import DatasetError, Record, iter_records
-from noterag.errors import ConfigError
 
 __all__ = [
     "FORMATS",
@@ -342,7 +342,7 @@ def passage_id(title: str, text: str) -> str:
 
 
 def _write_atomically(out: Path, passages: Iterable[dict[str, str]], if_none: str) -> int:
-    """Write JSONL lines to ``out`` (``noterag._fs.atomic_writer``); return the line count.
+    """Write JSONL lines to ``out`` (``noterag.base.files.atomic_writer``); return the line count.
 
     Writing none raises ``DatasetError(if_none)`` and leaves an existing ``out`` untouched.
     """

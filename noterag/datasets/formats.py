@@ -30,8 +30,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from noterag.base.errors import ConfigError
 from noterag.datasets.records import TASKS, DatasetError, Record, field_subject, json_type
-from noterag.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from noterag.errors import NoteragError
+from noterag.base.errors import NoteragError
 
 # The tasks a dataset row may name, each scored by its metrics (noterag.eval.metrics).
 TASKS = ("multihop", "asqa", "strategyqa")

@@ -52,9 +52,9 @@ from urllib.parse import urlencode
 from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
 from langchain_core.load import dumps, loads
 
-from noterag.errors import ConfigError, ModelUnavailableError
-from noterag.redact import redact
-from noterag.spec import copy_chat_model
+from noterag.base.errors import ConfigError, ModelUnavailableError
+from noterag.base.redact import redact
+from noterag.core.spec import copy_chat_model
 
 # ``loads`` is marked beta; its format is what the file holds, and a reply it cannot read is
 # asked again, so the warning says nothing to act on. A filter on its message alone (the
@@ -129,7 +129,7 @@ def reply_key(llm_string: str) -> str:
     if kept == kwargs:
         return redact(llm_string)
     # sort_keys, as LangChain writes it (_get_llm_string); credentials in the base URL never
-    # reach the file (noterag.redact)
+    # reach the file (noterag.base.redact)
     return redact(json.dumps(serialized | {"kwargs": kept}, sort_keys=True) + llm_string[end:])
 
 

@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from noterag.errors import ConfigError, NoteragError
+from noterag.base.errors import ConfigError, NoteragError
 
 __all__ = ["MAX_ATTEMPTS", "ClusterSetup", "run_on_ray"]
 
@@ -84,7 +84,7 @@ class ClusterSetup:
 def _build_graph(setup: ClusterSetup, spec: Any) -> Any:
     import noterag
     from noterag import models
-    from noterag.spec import resolve_retriever
+    from noterag.core.spec import resolve_retriever
 
     chat_model = models.load_chat_model(setup.model, setup.settings)
     if setup.cache is not None:
@@ -99,7 +99,7 @@ class Answerer:
     """One worker: an actor holding the graph, answering questions on its event loop."""
 
     def __init__(self, setup: ClusterSetup) -> None:
-        from noterag.methods import METHODS
+        from noterag.registry.methods import METHODS
 
         self.setup = setup
         self.spec = METHODS[setup.method]  # this process's one lookup

@@ -12,7 +12,7 @@ What the file holds is only that: the pid, the host, the program and its subcomm
 password or an ``api_key``) and the start time; and the holder empties it before it lets go,
 so a finished run leaves an empty file (a file an older noterag left with a whole command
 line in it is emptied by the next run that takes the lock). The file is opened without
-following a symbolic link (``noterag._fs.open_no_follow``): a link planted at
+following a symbolic link (``noterag.base.files.open_no_follow``): a link planted at
 ``.noterag.lock`` is refused, never truncated through. ``--force`` is no exception: the lock is taken before anything is
 removed, so a forced start never pulls the results file from under a live run.
 
@@ -33,9 +33,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from noterag._fs import LinkRefusedError, open_no_follow
-from noterag.errors import NoteragError
-from noterag.redact import redact
+from noterag.base.errors import NoteragError
+from noterag.base.files import LinkRefusedError, open_no_follow
+from noterag.base.redact import redact
 
 LOCK_FILE = ".noterag.lock"
 

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from noterag._fs import fsync_dir, open_no_follow, refuse_link
-from noterag.errors import NoteragError
+from noterag.base.errors import NoteragError
+from noterag.base.files import fsync_dir, open_no_follow, refuse_link
+from noterag.base.redact import redact
 from noterag.eval.runs import RunDirError, scan_results
-from noterag.redact import redact
 
 # --------------------------------------------------------------------------- files
 
@@ -51,7 +51,7 @@ class LineWriter:
     time, so rows cannot interleave, and no write is left running in a thread when an aborted
     run cancels its questions and closes the file. An fsync costs milliseconds; a question
     costs seconds. A symbolic link at ``path`` is refused, never appended through
-    (``noterag._fs.open_no_follow``)."""
+    (``noterag.base.files.open_no_follow``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -88,7 +88,7 @@ def repair_lines(path: Path) -> list[dict[str, Any]]:
     """The finished rows of a JSON-lines file; a half-written tail (crash mid-write) is
     truncated away, and a last row missing its newline gets it back, so that the next row
     starts on a line of its own. A symbolic link at ``path`` is refused before it is read
-    (``noterag._fs.open_no_follow``): the repair must not cut the file it points at."""
+    (``noterag.base.files.open_no_follow``): the repair must not cut the file it points at."""
     refuse_link(path)
     rows, valid_end = scan_results(path)
     if not path.exists():
@@ -311,7 +311,7 @@ def index_label(spec: Any) -> str:
 
 def model_label(model: Any) -> str:
     """How run.json names a model: its spec (None: NOTERAG_MODEL, else "local"), else a model
-    object's name or class; credentials in a spec's URL redacted (``noterag.redact``)."""
+    object's name or class; credentials in a spec's URL redacted (``noterag.base.redact``)."""
     if model is None:
         model = os.environ.get("NOTERAG_MODEL", "local")
     if isinstance(model, str):

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from noterag._fs import atomic_write_json, atomic_write_lines
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.base.files import atomic_write_json, atomic_write_lines
 from noterag.eval.lock import run_lock
 from noterag.eval.loop import encode_row, show
 from noterag.eval.report import Summary

@@ -22,7 +22,7 @@ How the numbers are made:
 * ``retries`` is the number of model requests the client sent again after a transient failure
   (HTTP 429/5xx, timeout, reset), over every question, failed ones included; ``fallbacks``
   counts, by kind, the replies a parser could not read and answered with its documented
-  fallback (``noterag.parsing``), over the answered questions;
+  fallback (``noterag.core.parsing``), over the answered questions;
 * ``latency_includes_queueing``: the run sent more questions at once than its endpoint serves
   (the local server answers one at a time), so its latencies include the time spent queued.
 """
@@ -39,8 +39,13 @@ from typing import TYPE_CHECKING, Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from noterag._fs import atomic_write_bytes, atomic_write_json, check_output_file, file_starts_with
-from noterag.errors import NoteragError
+from noterag.base.errors import NoteragError
+from noterag.base.files import (
+    atomic_write_bytes,
+    atomic_write_json,
+    check_output_file,
+    file_starts_with,
+)
 from noterag.eval.runs import (
     METRIC_ORDER,
     SUMMARY_FILE,
@@ -275,7 +280,7 @@ def print_summary(summary: Summary, console: Any) -> None:
     """The summary as a rich table (``noterag eval`` prints it when the run is complete)."""
     from rich.table import Table
 
-    from noterag.terminal import safe
+    from noterag.base.terminal import safe
 
     table = Table(
         title=f"{safe(summary['method'])} · {safe(summary['model'])} · "
@@ -472,7 +477,7 @@ def plot_text(text: str) -> str:
     control characters (a font has no glyph for ESC, and matplotlib's "Glyph 27 missing"
     warning would print it raw on stderr) and with ``$`` escaped (not read as mathtext, whose
     parse error would end the command)."""
-    from noterag.terminal import printable
+    from noterag.base.terminal import printable
 
     return printable(text).replace("$", r"\$")
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from noterag.base.errors import IndexNotFoundError
+from noterag.core.spec import MethodSpec
 from noterag.datasets.formats import row_fields
-from noterag.errors import IndexNotFoundError
 from noterag.eval import loop
 from noterag.models.errors import fatal_error, one_line_error
 from noterag.models.turns import ModelTurns, question_turns
-from noterag.spec import MethodSpec
 
 
 async def answer_one(

@@ -62,9 +62,10 @@ from typing import Any, Self
 
 from langchain_core.retrievers import BaseRetriever
 
-from noterag._fs import atomic_write_json, atomic_write_lines, refuse_link
-from noterag.context import RunContext
-from noterag.errors import ConfigError, NoteragError
+from noterag.base.errors import ConfigError, NoteragError
+from noterag.base.files import atomic_write_json, atomic_write_lines, refuse_link
+from noterag.core.context import RunContext
+from noterag.core.spec import MethodSpec
 from noterag.eval import loop
 from noterag.eval.lock import run_lock
 from noterag.eval.report import Summary, compute_summary, metric_means, summarize
@@ -79,10 +80,9 @@ from noterag.eval.runs import (
     scan_results,
 )
 from noterag.eval.workers import WorkerSetup
-from noterag.methods import METHODS
 from noterag.models.turns import ModelTurns, spare_questions, takes_turns
+from noterag.registry.methods import METHODS
 from noterag.retrievers.indexdir import index_identity
-from noterag.spec import MethodSpec
 
 # run.json fields that must match for a run to resume; the others (limit, questions, times)
 # describe the current invocation.
@@ -156,10 +156,10 @@ def run_eval(
         raise ConfigError(f"limit must be at least 1, not {limit}")
     import noterag
     from noterag import models
-    from noterag.context import resolve_context
+    from noterag.core.context import resolve_context
+    from noterag.core.spec import resolve_retriever
     from noterag.datasets import load_dataset
     from noterag.models.spec import model_endpoint
-    from noterag.spec import resolve_retriever
 
     spec = method if isinstance(method, MethodSpec) else METHODS[method]  # the one lookup
     context = dict(context or {})
@@ -424,7 +424,7 @@ def _check_tasks(
     """The questions per task; refuse a ``task`` setting the dataset contradicts (each question
     is asked and scored with its own task) and a task the method cannot answer, before any
     model call."""
-    from noterag.tasks import check_task
+    from noterag.core.tasks import check_task
 
     tasks = Counter(ex.task for ex in examples)
     name = dataset.name
@@ -506,7 +506,7 @@ def _check_run_dir(
     config_path, results_path = run_dir / RUN_FILE, run_dir / RESULTS_FILE
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirError(f"--out {run_dir} is a file, not a directory")
-    refuse_link(results_path)  # written in place: never through a link (noterag._fs)
+    refuse_link(results_path)  # written in place: never through a link (noterag.base.files)
     if force:
         return None, []
     if config_path.is_file():
@@ -686,7 +686,7 @@ def index_identities(retriever: Any) -> dict[str, str]:
 
 def _stats(done: list[dict[str, Any]]) -> str:
     """The progress line's figures: the running metrics, calls and tokens per question."""
-    from noterag.terminal import safe
+    from noterag.base.terminal import safe
 
     # a row's metric names are read back from results.jsonl: text, not markup
     parts = [f"{safe(metric_label(k))} {v:.1f}" for k, v in metric_means(done).items()]

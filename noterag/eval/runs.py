@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from noterag.errors import NoteragError
+from noterag.base.errors import NoteragError
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from noterag.errors import NoteragError
+from noterag.base.errors import NoteragError
 from noterag.eval.runs import metric_label, metric_rank, read_run
 
 RESAMPLES = 10_000

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from noterag.errors import NoteragError
+from noterag.base.errors import NoteragError
 
 # Linux's prctl option: a signal for this process when its parent dies.
 _PR_SET_PDEATHSIG = 1
@@ -141,8 +141,8 @@ def _worker_main(
 async def _serve(conn: Connection, graph: Any, setup: WorkerSetup) -> None:
     from noterag.eval.loop import Abort, use_threads
     from noterag.eval.rows import answer_one
-    from noterag.methods import METHODS
     from noterag.models.turns import ModelTurns
+    from noterag.registry.methods import METHODS
 
     loop = asyncio.get_running_loop()
     in_progress = setup.concurrency + setup.spare

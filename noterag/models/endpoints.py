@@ -37,8 +37,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from noterag.errors import ConfigError
-from noterag.redact import redact
+from noterag.base.errors import ConfigError
+from noterag.base.redact import redact
 
 __all__ = [
     "COOL_OFF",

@@ -14,8 +14,8 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from noterag.errors import ModelUnavailableError, NoteragError
-from noterag.redact import redact
+from noterag.base.errors import ModelUnavailableError, NoteragError
+from noterag.base.redact import redact
 
 __all__ = [
     "SKIP_CHECK_ENV",

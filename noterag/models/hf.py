@@ -39,7 +39,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from noterag.errors import ConfigError, ModelUnavailableError
+from noterag.base.errors import ConfigError, ModelUnavailableError
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

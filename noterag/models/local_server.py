@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from noterag.errors import ConfigError, ModelUnavailableError
+from noterag.base.errors import ConfigError, ModelUnavailableError
 
 __all__ = [
     "LOCAL_INSTALL_HINT",

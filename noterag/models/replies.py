@@ -25,8 +25,8 @@ from typing import Any
 
 import openai
 
-from noterag.errors import ModelUnavailableError, NoteragError
-from noterag.redact import redact
+from noterag.base.errors import ModelUnavailableError, NoteragError
+from noterag.base.redact import redact
 
 __all__ = [
     "EndpointPageError",

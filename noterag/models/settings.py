@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 
 
 @dataclass

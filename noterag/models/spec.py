@@ -36,12 +36,12 @@ from langchain_core.runnables import Runnable
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.base.redact import redact, redact_logs
 from noterag.models.endpoints import bare_url, url_query
 from noterag.models.local_server import LOCAL_MAX_TOKENS, LOCAL_MODEL_NAME, start_local_server
 from noterag.models.retries import counting_clients
 from noterag.models.settings import ModelSettings
-from noterag.redact import redact, redact_logs
 
 __all__ = [
     "ModelSettings",
@@ -69,7 +69,7 @@ _SCHEMELESS_URL = re.compile(
 _HTTP_URL = re.compile(r"^https?://\S+$", re.IGNORECASE)
 
 # The HTTP libraries under every model log each request's URL (httpx at INFO, which
-# `langgraph dev` prints): its credentials redacted (noterag.redact).
+# `langgraph dev` prints): its credentials redacted (noterag.base.redact).
 redact_logs()
 
 
@@ -221,7 +221,7 @@ OPENAI_API_BASE = "https://api.openai.com/v1"
 
 
 def model_endpoint(spec: Any = None) -> str | None:
-    """Where a model's requests go, its credentials redacted (``noterag.redact``): part of a
+    """Where a model's requests go, its credentials redacted (``noterag.base.redact``): part of a
     run's identity, since the same model name on two endpoints may be two models. A spec's
     URL comes from it or the environment, as ``load_chat_model`` takes it; ``local`` for the
     local server (on a new port each run); None for a model with no endpoint (``hf:``, a

@@ -30,11 +30,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from noterag.errors import ConfigError, NoteragError
+from noterag.base.errors import ConfigError, NoteragError
 from noterag.reproduce.tables import UNSCORED_METRICS, Dataset, Input, Row, Table, published_number
 
 SAMPLE = "sample"
-SAMPLE_INDEX = "sample-index"  # OUT/sample-index: noterag.sample.sample_index(OUT) builds it
+SAMPLE_INDEX = (
+    "sample-index"  # OUT/sample-index: noterag.retrievers.sample.sample_index(OUT) builds it
+)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]+")
 
 
@@ -352,8 +354,8 @@ def _data_needs(table: Table, rows: list[Row], runs: list[PlannedRun]) -> list[M
 
 def skip_reason(row: Row) -> str | None:
     """Why ``row`` cannot be run as published, or None."""
-    from noterag.context import resolve_context
-    from noterag.methods import METHODS
+    from noterag.core.context import resolve_context
+    from noterag.registry.methods import METHODS
 
     if row.skip:
         return row.skip
@@ -554,7 +556,7 @@ def _planned(
     profile = profile_of(row)
     missing: list[Missing] = []
     if data is None:
-        from noterag.sample import sample_questions_path
+        from noterag.retrievers.sample import sample_questions_path
 
         questions = sample_questions_path()
         index = sample_index_spec(out)
@@ -596,7 +598,7 @@ def sample_index_spec(out: Path) -> str:
 def retrieves(method: str) -> bool:
     """Whether ``method`` searches a retriever (``MethodSpec.retrieves``): a closed-book run
     needs no index or corpus."""
-    from noterag.methods import METHODS
+    from noterag.registry.methods import METHODS
 
     return METHODS[method].retrieves
 

@@ -20,11 +20,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from noterag._fs import atomic_write_bytes, atomic_write_text
-from noterag.errors import NoteragError
+from noterag.base.errors import NoteragError
+from noterag.base.files import atomic_write_bytes, atomic_write_text
+from noterag.base.terminal import terminal_safe_json
 from noterag.reproduce.plan import Cell, Missing, Plan
 from noterag.reproduce.run import Outcome
-from noterag.terminal import terminal_safe_json
 
 AVG = "avg"
 MARK = "*"
@@ -198,7 +198,7 @@ def legends(results: Sequence[CellResult]) -> list[str]:
 def markdown(plan: Plan, results: Sequence[CellResult]) -> str:
     """table.md. Text from the table file (labels, reasons, the title) is written
     ``printable``: a ``cat table.md`` meets no escape sequence."""
-    from noterag.terminal import printable
+    from noterag.base.terminal import printable
 
     def one_line(text: str) -> str:
         return " ".join(printable(text).split())
@@ -252,7 +252,7 @@ def print_table(plan: Plan, results: Sequence[CellResult], console: Any) -> None
     from rich.table import Table
     from rich.text import Text
 
-    from noterag.terminal import printable
+    from noterag.base.terminal import printable
 
     table = Table(title=Text(printable(caption(plan))), title_justify="left", show_edge=False)
     for i, heading in enumerate(HEADINGS):
@@ -353,7 +353,7 @@ def print_plan(plan: Plan, console: Any) -> None:
     rows with their reasons, and every missing input with what provides it."""
     from rich.text import Text
 
-    from noterag.terminal import printable
+    from noterag.base.terminal import printable
 
     def text(value: str, style: str | None = None) -> Text:
         return Text(printable(value), style=style or "")

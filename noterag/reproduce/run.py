@@ -135,13 +135,13 @@ def _execute(
             outcomes.append(Outcome(run, run_dir, ids, "finished"))
             continue
         if run.index == sample_index_spec(plan.out):  # the smoke run's, or a closed-book run's
-            from noterag.sample import sample_index
+            from noterag.retrievers.sample import sample_index
 
             sample_index(plan.out)  # built once, beside the runs
         if console is not None:
             from rich.text import Text
 
-            from noterag.terminal import printable
+            from noterag.base.terminal import printable
 
             console.print(Text(printable(f"run {run.name} → {run_dir}"), style="dim"))
         summary = run_eval(

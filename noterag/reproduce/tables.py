@@ -23,7 +23,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 
 # What a row can require that a plain chat model endpoint does not give (Row.requires): the
 # reproduce command lists such rows as skipped, with this reason, unless the user provides it.

@@ -1,6 +1,6 @@
 """The server's API key (``NOTERAG_API_KEY``) as a request carries it, compared: shared by the
-auth handler (noterag/server_auth.py, langgraph-api's routes) and the HTTP guard
-(noterag/server_http.py, the pages langgraph-api serves outside its auth)."""
+auth handler (noterag/server/auth.py, langgraph-api's routes) and the HTTP guard
+(noterag/server/http.py, the pages langgraph-api serves outside its auth)."""
 
 from __future__ import annotations
 

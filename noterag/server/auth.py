@@ -15,7 +15,7 @@ import os
 
 from langgraph_sdk import Auth
 
-from noterag.server_key import given_key, key_matches
+from noterag.server.key import given_key, key_matches
 
 __all__ = ["auth"]
 

@@ -5,7 +5,7 @@ settings (the context dataclass), its state and output schemas, its model roles,
 sets per profile, its wiring (a function that adds the method's steps to a graph), and how the
 generic parts show it: the output fields an eval row keeps, its trace-page layout, its CLI
 progress lines. Everything generic reads the declaration from the registry
-(``noterag.methods.METHODS``): ``build_graph``, the question / chat-reset step (from the state
+(``noterag.registry.methods.METHODS``): ``build_graph``, the question / chat-reset step (from the state
 schema), the eval rows, the trace page, the CLI, ``noterag methods``, ``langgraph.json``.
 docs/methods.md walks through adding one.
 """
@@ -23,17 +23,17 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable
 from langgraph.graph import StateGraph
 
-from noterag.context import RunContext
-from noterag.errors import ConfigError
-from noterag.profiles import PAPER, Profile, get_profile, original_profile
-from noterag.prompt import Prompt
-from noterag.state import declared_keys
+from noterag.base.errors import ConfigError
+from noterag.core.context import RunContext
+from noterag.core.profiles import PAPER, Profile, get_profile, original_profile
+from noterag.core.prompt import Prompt
+from noterag.core.state import declared_keys
 
-# the model role of the follow-up rewrite every method's question step makes (noterag.question)
+# the model role of the follow-up rewrite every method's question step makes (noterag.core.question)
 CONDENSE_ROLE = "condense_question"
 
 # A stop rule: (state, the run's settings, the profile's strategies) -> why the loop stops now,
-# or None. Each method keeps its own in its module; noterag.decision applies them.
+# or None. Each method keeps its own in its module; noterag.core.decision applies them.
 StopRule = Callable[[Mapping[str, Any], Any, Profile], "str | None"]
 
 # An event of stream_mode="custom" -> the line the CLI prints for it (None: print nothing)
@@ -127,7 +127,7 @@ class Deps:
     # stage -> model role where one role serves several stages (ReSP's reasoner: judge, plan);
     # a stage not listed is its own role
     stage_roles: Mapping[str, str] = field(default_factory=dict)
-    # the method's state schema: how a step's update merges (noterag.state.after_update), and
+    # the method's state schema: how a step's update merges (noterag.core.state.after_update), and
     # the keys a step may write (``dict``: any)
     state_schema: type = dict
     # the method's model roles (MethodSpec.roles); empty: any stage takes the default model
@@ -187,7 +187,7 @@ class MethodSpec:
     # adds the method's steps to a graph that starts with the "question" step
     wire: Callable[[StateGraph[Any, Any, Any, Any], Deps], None]
     stage_roles: Mapping[str, str] = field(default_factory=dict)
-    # its stop rules, each applied by a Decision its wiring sets up (noterag.decision): building
+    # its stop rules, each applied by a Decision its wiring sets up (noterag.core.decision): building
     # the graph refuses a deciding step whose rule is not one of these
     stops: tuple[StopRule, ...] = ()
     # the state field of the queries it searched with (an eval row's "queries"); None: it keeps
@@ -196,19 +196,19 @@ class MethodSpec:
     # output fields an eval row keeps besides the answer, the cost, the trace and stop_reason
     result_fields: tuple[str, ...] = ()
     # the trace page's layout: a built-in one ("note", "amber", "resp", "single", "generic") or
-    # Jinja2 template source for the step cards (noterag.trace)
+    # Jinja2 template source for the step cards (noterag.trace.page)
     trace_view: str = "generic"
     # whether it searches a retriever: False for a closed-book method (no-retrieval), whose
     # reproduce runs need no index or corpus
     retrieves: bool = True
     # custom event type -> its CLI progress line, beside the generic ones (noterag.cli.render)
     progress: Mapping[str, ProgressLine] = field(default_factory=dict)
-    # the tasks it answers, when its answer prompts do not say (noterag.tasks checks a run's
+    # the tasks it answers, when its answer prompts do not say (noterag.core.tasks checks a run's
     # tasks before any model call); None: the tasks of its answer prompts
     tasks: tuple[str, ...] | None = None
-    # profile="official" reproduces this official code (noterag.profiles); None: no official code
+    # profile="official" reproduces this official code (noterag.core.profiles); None: no official code
     official_code: str | None = None
-    # the strategies of profile="paper" (noterag.profiles.PAPER unless the method reads its
+    # the strategies of profile="paper" (noterag.core.profiles.PAPER unless the method reads its
     # replies otherwise)
     paper_profile: Profile = PAPER
     # for a method that runs only with a specially trained model (Self-RAG's reflection tokens):
@@ -236,14 +236,14 @@ class MethodSpec:
     ) -> Deps:
         """Resolve the models (one per role, defaulting to ``model``), the retriever and the
         prompt sets (with ``prompts`` overrides applied to every profile's set)."""
+        from noterag.core.profiles import is_dense
         from noterag.models import load_chat_model
-        from noterag.profiles import is_dense
 
         if "official" in self.prompts and self.official_code is None:
             raise ConfigError(f"{self.name} has official prompts but names no official_code")
         check_stage_roles(self)
 
-        # every method's question step may rewrite a follow-up (noterag.question): its own role
+        # every method's question step may rewrite a follow-up (noterag.core.question): its own role
         known = {f"{role}_model": role for role in (*self.roles, CONDENSE_ROLE)}
         unknown = sorted(set(role_models) - known.keys())
         if unknown:
@@ -277,7 +277,7 @@ class MethodSpec:
             ),
             stage_roles=self.stage_roles,
             state_schema=self.state,
-            # every method's question step rewrites follow-ups with its own role (noterag.question)
+            # every method's question step rewrites follow-ups with its own role (noterag.core.question)
             roles=(*self.roles, CONDENSE_ROLE) if self.roles else (),
             config_keys=config_keys,
         )
@@ -317,7 +317,7 @@ def resolve_retriever(retriever: Any) -> BaseRetriever:
         index = os.environ.get("NOTERAG_INDEX")
         if index:
             return load_retriever(index)
-        from noterag.sample import sample_index
+        from noterag.retrievers.sample import sample_index
 
         return load_retriever(f"bm25:{sample_index()}")
     return load_retriever(retriever)
@@ -434,5 +434,5 @@ def check_review(
         raise ConfigError(
             f"human_review={setting}: {method}'s answer ({ctx.profile} profile, task {task}) "
             f"reads no note, so there is no note to review; here human_review takes none or "
-            f"answer (noterag.methods.note_methods() lists the methods with a note to review)"
+            f"answer (noterag.registry.methods.note_methods() lists the methods with a note to review)"
         )

@@ -35,15 +35,15 @@ from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from typing import Any
 
-from noterag.errors import ConfigError
-from noterag.parsing import (
+from noterag.base.errors import ConfigError
+from noterag.core.parsing import (
     Verdict,
     official_status,
     parse_new_question,
     parse_questions,
     parse_status,
 )
-from noterag.state import Passage
+from noterag.core.state import Passage
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 
 The server (``langgraph dev``, or a deployment of langgraph.json) spends the operator's model
 and reads the operator's index for whoever can reach it. Every setting of every method has
-declared bounds (``noterag.context.setting``), checked in-process and on the server alike; on
+declared bounds (``noterag.core.context.setting``), checked in-process and on the server alike; on
 top of that the operator decides, with environment variables read when the server starts:
 
 - ``NOTERAG_API_KEY``: when set, every request must carry it (``x-api-key`` header, or
-  ``Authorization: Bearer <key>``; noterag/server_auth.py, langgraph.json's ``auth``).
+  ``Authorization: Bearer <key>``; noterag/server/auth.py, langgraph.json's ``auth``).
 - ``NOTERAG_ALLOW_CLIENT_PROMPTS=1``: clients may send prompt overrides (``prompts``), which
   put the client's text in every prompt sent with the operator's key. Off by default.
 - ``NOTERAG_ALLOW_CLIENT_SAMPLING=1``: clients may set the sampling and length settings
@@ -17,7 +17,7 @@ top of that the operator decides, with environment variables read when the serve
   offered under a name the operator gives, ``name=spec,name=spec`` (a spec may hold commas:
   replicas, a hybrid list). Clients send and see the names only, never a spec, whose URL may
   carry the operator's credentials. An entry without ``name=`` (the older form) is named by
-  its spec with the credentials redacted (``noterag.redact``). Without them, every run uses
+  its spec with the credentials redacted (``noterag.base.redact``). Without them, every run uses
   ``NOTERAG_MODEL`` and ``NOTERAG_INDEX``.
 - ``NOTERAG_CORS_ORIGINS``: comma-separated origins whose pages may use the server besides
   the ones langgraph.json's ``http.cors`` allows (local pages, LangSmith Studio); e.g.
@@ -40,7 +40,7 @@ top of that the operator decides, with environment variables read when the serve
   default.
 
 What a client may write into a thread, and each run's ``recursion_limit``, are checked by
-``noterag.server_bounds``.
+``noterag.server.bounds``.
 
 docs/security.md is the operator's page.
 """
@@ -53,14 +53,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from noterag.context import (
+from noterag.base.errors import ConfigError
+from noterag.base.redact import redact
+from noterag.core.context import (
     RunContext,
     check_question_size,
     client_settings,
     resolve_context,
 )
-from noterag.errors import ConfigError
-from noterag.redact import redact
 
 __all__ = ["RunSettings", "ServerPolicy", "check_input", "check_run_settings", "offers"]
 

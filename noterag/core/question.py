@@ -20,8 +20,8 @@ the history it read: ``on_topic``), is not used: the question stays as the user 
 error naming the rewrite.
 
 This step also refuses, once per run, a ``human_review`` the run cannot honour
-(``noterag.spec.check_review``: no checkpointer, or no note to review) and a ``configurable``
-key that is no setting (``noterag.context.check_configurable``).
+(``noterag.core.spec.check_review``: no checkpointer, or no note to review) and a ``configurable``
+key that is no setting (``noterag.core.context.check_configurable``).
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from noterag.context import MAX_QUESTION_CHARS, check_configurable, check_question_size
-from noterag.errors import ConfigError
-from noterag.parsing import fell_back
-from noterag.prompt import Prompt
-from noterag.spec import CONDENSE_ROLE, Deps, check_review
-from noterag.state import QuestionInput
-from noterag.step import (
+from noterag.base.errors import ConfigError
+from noterag.core.context import MAX_QUESTION_CHARS, check_configurable, check_question_size
+from noterag.core.parsing import fell_back
+from noterag.core.prompt import Prompt
+from noterag.core.spec import CONDENSE_ROLE, Deps, check_review
+from noterag.core.state import QuestionInput
+from noterag.core.step import (
     TRUNCATION_MARK,
     Ask,
     Env,

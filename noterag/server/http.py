@@ -22,9 +22,9 @@ langgraph.json, or set ``CORS_CONFIG`` to a JSON object of the same shape in the
 environment, which replaces the block; both this guard and the CORS headers follow it.
 ``"allow_origins": ["*"]`` restores langgraph-api's default (any origin).
 
-``RequestGuard`` applies the operator's policy (``noterag.server_policy``) to every request
+``RequestGuard`` applies the operator's policy (``noterag.core.policy``) to every request
 before langgraph-api reads or stores it: body size (every method), question length, settings,
-commands and state writes and each run's recursion limit (``noterag.server_bounds``), crons,
+commands and state writes and each run's recursion limit (``noterag.server.bounds``), crons,
 cancellation on disconnect, and the API key on langgraph-api's own pages (``/metrics``,
 ``/docs``, ``/openapi.json``), which its auth does not cover.
 """
@@ -42,10 +42,10 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from noterag.errors import ConfigError
-from noterag.server_bounds import check_command, check_recursion_limit, check_state_values
-from noterag.server_key import given_key, key_matches
-from noterag.server_policy import ServerPolicy, check_input, check_run_settings
+from noterag.base.errors import ConfigError
+from noterag.core.policy import ServerPolicy, check_input, check_run_settings
+from noterag.server.bounds import check_command, check_recursion_limit, check_state_values
+from noterag.server.key import given_key, key_matches
 
 __all__ = ["OriginGuard", "RequestGuard", "app", "origin_allowed"]
 
@@ -159,7 +159,7 @@ class _Refused(Exception):
 
 
 class RequestGuard:
-    """ASGI middleware: the operator's policy (``noterag.server_policy``) applied to a request
+    """ASGI middleware: the operator's policy (``noterag.core.policy``) applied to a request
     before langgraph-api reads it, so nothing refused is ever stored.
 
     - A body longer than ``max_body_bytes`` is refused with HTTP 413 at its Content-Length, or
@@ -171,7 +171,7 @@ class RequestGuard:
       (``on_disconnect="cancel"``) unless the operator turned that off, or allows resumable
       runs (``NOTERAG_ALLOW_RESUMABLE``) and the client asked for one (``stream_resumable``
       with ``on_disconnect="continue"``).
-    - A run's ``command`` and a thread's state writes (``noterag.server_bounds``), and each
+    - A run's ``command`` and a thread's state writes (``noterag.server.bounds``), and each
       run's ``recursion_limit`` (set to the method's cap when absent).
     - Crons are refused (HTTP 403) unless the operator allows them, and checked like runs then.
     - With an API key set, ``/metrics``, ``/docs`` and ``/openapi.json`` need it as well.
@@ -351,8 +351,8 @@ def _check_settings(item: dict[str, Any], policy: ServerPolicy, *, runs: bool) -
     """A run's or an assistant's recursion limit (a run's set to the cap when absent: True,
     the item changed), and its settings when it names its graph (a graph id as
     ``assistant_id``, or ``graph_id``)."""
-    from noterag.methods import METHODS
-    from noterag.spec import check_run_prompts
+    from noterag.core.spec import check_run_prompts
+    from noterag.registry.methods import METHODS
 
     graph = item.get("graph_id") or item.get("assistant_id")
     method = graph if isinstance(graph, str) and graph in METHODS else None
@@ -376,6 +376,6 @@ def _check_settings(item: dict[str, Any], policy: ServerPolicy, *, runs: bool) -
 
 SERVER_POLICY = ServerPolicy.from_env()
 
-# langgraph.json "http": {"app": "./noterag/server_http.py:app"}: no routes of its own, only the
+# langgraph.json "http": {"app": "./noterag/server/http.py:app"}: no routes of its own, only the
 # guards, which langgraph-api runs in front of every route (its custom app's middleware).
 app = Starlette(middleware=[Middleware(OriginGuard), Middleware(RequestGuard)])

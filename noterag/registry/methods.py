@@ -13,9 +13,9 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.spec import MethodSpec, reads_note
 from noterag.graphs.assemble import build
-from noterag.spec import MethodSpec, reads_note
 
 # The four note methods first, in the order `noterag methods` lists them; then every other
 # module of noterag.graphs that declares a SPEC (the baselines), by name. A new built-in method

@@ -8,7 +8,7 @@ added to the exception, which also says in a traceback where it came from). An e
 without the note is never retried, whatever its type: the model's requests are retried by the
 model's own client, one request at a time (``noterag.models.retries``; it honours Retry-After
 and is counted per question), while a node's retry would send the node's finished calls again.
-``graphs.assemble.build`` gives the policy to every node that performs effects (``noterag.step.node``
+``graphs.assemble.build`` gives the policy to every node that performs effects (``noterag.core.step.node``
 and REPLUG's own search step), since most searching steps also ask the model.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from langgraph.types import RetryPolicy, default_retry_on
 
-from noterag.errors import NoteragError
+from noterag.base.errors import NoteragError
 
 SEARCH_NOTE = "noterag: raised by a search (the retriever)"
 

@@ -1,10 +1,10 @@
 """What a server's client may write into a thread, and how long one of its runs may go on.
 
-A run's settings are bounded (``noterag.server_policy``), but a client also reaches a thread's
+A run's settings are bounded (``noterag.core.policy``), but a client also reaches a thread's
 state: a run's ``command`` (``update``, ``goto``), ``POST /threads/{id}/state``, a new thread's
 ``supersteps``. Written there, ``steps: -1000`` with a ``goto`` into the loop made a
 ``max_steps=3`` run call the model a thousand times, and an 80,000-character question skipped
-the question step that checks it. So, on the server (``noterag.server_http.RequestGuard``, once
+the question step that checks it. So, on the server (``noterag.server.http.RequestGuard``, once
 per request, before langgraph-api stores anything):
 
 - a run's ``command`` may carry ``resume`` (what human review needs) and nothing else, unless
@@ -15,7 +15,7 @@ per request, before langgraph-api stores anything):
 - every run's ``config.recursion_limit`` is at most ``recursion_cap(method)`` and set to it
   when the client sends none (LangGraph's default is 10,007 steps).
 
-In the graphs themselves the stop rules are applied by ``noterag.decision.Decision``, which also
+In the graphs themselves the stop rules are applied by ``noterag.core.decision.Decision``, which also
 stops a loop whose counters were written out of bounds (``counters_out_of_bounds`` there), so a
 state written in-process with ``update_state`` cannot make a loop run on either.
 """
@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from noterag.context import MAX_PASSAGE_CHARS, MOST_PASSAGES, MOST_STEPS, check_question_size
-from noterag.decision import COUNTERS  # the loop counters the stop rules read
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import MAX_PASSAGE_CHARS, MOST_PASSAGES, MOST_STEPS, check_question_size
+from noterag.core.decision import COUNTERS  # the loop counters the stop rules read
 
 __all__ = [
     "check_command",
@@ -61,7 +61,7 @@ def _caps() -> dict[str, int]:
     from langchain_core.runnables import RunnableLambda
 
     from noterag.graphs.assemble import build
-    from noterag.methods import METHODS
+    from noterag.registry.methods import METHODS
 
     model = FakeListChatModel(responses=[""])
     nothing: RunnableLambda[str, list[Any]] = RunnableLambda(lambda query: [])
@@ -73,7 +73,7 @@ def _caps() -> dict[str, int]:
 
 def loop_bound(schema: type) -> int:
     """The most loop iterations a method's settings allow: its ``max_steps``'s upper bound
-    (``noterag.context.setting(..., le=)``), ``MOST_STEPS`` for a method without one."""
+    (``noterag.core.context.setting(..., le=)``), ``MOST_STEPS`` for a method without one."""
     for item in fields(schema):
         if item.name == "max_steps" and isinstance(item.metadata.get("le"), int):
             return int(item.metadata["le"])
@@ -99,8 +99,8 @@ def check_recursion_limit(config: dict[str, Any], method: str | None) -> bool:
 
 @functools.cache
 def _state_keys() -> frozenset[str]:
-    from noterag.methods import METHODS
-    from noterag.state import declared_keys
+    from noterag.core.state import declared_keys
+    from noterag.registry.methods import METHODS
 
     keys: set[str] = set()
     for spec in METHODS.values():

@@ -15,7 +15,7 @@ as the model streams them, where the method's answer is that reply as it is (the
 leading and trailing whitespace, which the answer drops, held back); a method that extracts its
 answer from a longer reply (IRCoT's reader, ReAct's ``Finish[...]``, ITER-RETGEN's "the answer
 is") sends it whole when the run has it. Which call is which is the step's to say
-(``noterag.step.Ask.verbatim``).
+(``noterag.core.step.Ask.verbatim``).
 
 The config (a thread's ``{"configurable": {"thread_id": ...}}``, callbacks) passes through to
 the graph as through any chain; a run's settings (LangGraph's ``context=``, which a chain does not
@@ -36,7 +36,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import ensure_config
 
 # The metadata key of a model call whose reply is the run's answer as it is (a step's
-# ``Ask(..., verbatim=True)``, noterag.step): answer_only streams the tokens that carry it.
+# ``Ask(..., verbatim=True)``, noterag.core.step): answer_only streams the tokens that carry it.
 VERBATIM_ANSWER = "noterag_verbatim_answer"
 
 # what the graph streams for answer_only: the answer's tokens, and the state (its final answer)

@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from noterag.errors import ConfigError, NoteragError
+from noterag.base.errors import ConfigError, NoteragError
 
 
 class LinkRefusedError(NoteragError):

@@ -15,7 +15,7 @@ passages show by id.
 The page is one file with inline CSS, no script, no external resource, and a Content Security
 Policy that forbids both; every value from the run is escaped (passage text is hostile input).
 It is rendered by Jinja2 with autoescaping from templates shipped in the package
-(noterag/templates/trace.html.j2, trace.css and the step-card layouts under trace/); each
+(noterag/trace/templates/trace.html.j2, trace.css and the step-card layouts under trace/); each
 method's step cards have a layout of their own (``layout_for``, ``render_html``).
 """
 
@@ -33,9 +33,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from noterag._fs import atomic_write_text, check_output_file, file_starts_with
-from noterag.errors import NoteragError
-from noterag.step import RETRIEVAL
+from noterag.base.errors import NoteragError
+from noterag.base.files import atomic_write_text, check_output_file, file_starts_with
+from noterag.core.step import RETRIEVAL
 
 
 class TraceInputError(NoteragError):
@@ -190,7 +190,7 @@ def write_html(run: Mapping[str, Any], path: str | Path, force: bool = False) ->
 
 
 # --------------------------------------------------------------------------- rendering
-# The page is noterag/templates/trace.html.j2 (with trace.css); the step cards between the cost
+# The page is noterag/trace/templates/trace.html.j2 (with trace.css); the step cards between the cost
 # and the answer come from a layout, a template of its own: a built-in one under
 # templates/trace/ (LAYOUTS), or a method's own template text.
 
@@ -207,7 +207,7 @@ def layout_for(method: str) -> Layout:
     """The layout of ``method``'s trace page, as its declaration says (``MethodSpec.trace_view``):
     a name from ``LAYOUTS``, template source text, or a template compiled by
     ``layout_template``. A method noterag does not know (a trace from elsewhere): generic."""
-    from noterag.methods import METHODS
+    from noterag.registry.methods import METHODS
 
     return METHODS[method].trace_view if method in METHODS else "generic"
 
@@ -243,7 +243,7 @@ def _json(value: Any) -> str:
 
 _ENV = jinja2.Environment(
     # Package data, so an installed wheel finds the templates as the checkout does.
-    loader=jinja2.PackageLoader("noterag", "templates"),
+    loader=jinja2.PackageLoader("noterag.trace", "templates"),
     # Every template here is HTML, a method's own layout included: escaping is the default.
     autoescape=True,
     # A misspelt name fails the page instead of printing nothing; templates read the run's
@@ -282,7 +282,7 @@ def _template(layout: Layout) -> jinja2.Template:
     if isinstance(layout, jinja2.Template):
         # A template compiled elsewhere has that environment's escaping (often none).
         if layout.environment is not _ENV:
-            raise TypeError("compile a trace layout with noterag.trace.layout_template")
+            raise TypeError("compile a trace layout with noterag.trace.page.layout_template")
         return layout
     if layout in LAYOUTS:
         return _ENV.get_template(f"trace/{layout}.html.j2")

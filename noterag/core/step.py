@@ -28,20 +28,20 @@ from langchain_core.runnables.config import get_executor_for_config, var_child_r
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command, Overwrite
 
-from noterag.context import (
+from noterag.core.context import (
     RunContext,
     check_configurable,
     configured,
     resolve_context,
     with_configurable,
 )
-from noterag.lcel import VERBATIM_ANSWER
-from noterag.parsing import count_fallbacks, fell_back
-from noterag.profiles import Profile
+from noterag.core.lcel import VERBATIM_ANSWER
+from noterag.core.parsing import count_fallbacks, fell_back
+from noterag.core.profiles import Profile
+from noterag.core.retry import noted_search, searching
+from noterag.core.spec import Deps, MethodError, override_prompts
+from noterag.core.state import Passage, after_update, declared_keys
 from noterag.retrievers.calls import asearch
-from noterag.retry import noted_search, searching
-from noterag.spec import Deps, MethodError, override_prompts
-from noterag.state import Passage, after_update, declared_keys
 
 # Internal calls must not reach `stream_mode="messages"`: only the answer's tokens do.
 NOSTREAM = "nostream"
@@ -302,7 +302,7 @@ def run_context(
 
 
 class Then(Protocol):
-    """What decides at the end of a step (``noterag.decision.Decision``): ``settle`` adds the
+    """What decides at the end of a step (``noterag.core.decision.Decision``): ``settle`` adds the
     decision to the step's update; the route is the node's conditional edge."""
 
     def settle(
@@ -427,7 +427,7 @@ _DECISION = "noterag_decision"
 
 
 def deciding(runnable: Runnable, decision: Any) -> Runnable:
-    """Mark ``runnable`` as a node that decides with ``decision`` (a ``noterag.decision.Decision``):
+    """Mark ``runnable`` as a node that decides with ``decision`` (a ``noterag.core.decision.Decision``):
     ``graphs.assemble.build`` wires its conditional edge, the node's one route to the decision's
     destinations (so a node is added without ``destinations=``)."""
     object.__setattr__(runnable, _DECISION, decision)

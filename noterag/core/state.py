@@ -86,7 +86,7 @@ class QuestionInput(TypedDict):
     is the question. Both are a chat turn: a ``question`` is stored in ``messages`` as the
     user's message, and on a thread with earlier turns either is rewritten from them into a
     standalone question. ``question`` wins when both are given on a fresh thread. One of them is
-    needed: the graphs' first step (noterag.question) checks that."""
+    needed: the graphs' first step (noterag.core.question) checks that."""
 
     question: NotRequired[str]
     messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
@@ -100,7 +100,7 @@ class CostFields(TypedDict, total=False):
     prompt_tokens: Annotated[int, operator.add]
     completion_tokens: Annotated[int, operator.add]
     # replies a parser could not read, by kind, each answered with its documented fallback
-    # (the table in noterag.parsing)
+    # (the table in noterag.core.parsing)
     fallbacks: Annotated[dict[str, int], add_counts]
 
 
@@ -110,7 +110,7 @@ class ChatFields(TypedDict, total=False):
 
     messages: Annotated[list[AnyMessage], add_messages]
     # a follow-up as the user wrote it, when it was rewritten into the standalone ``question``
-    # from the conversation (noterag.question)
+    # from the conversation (noterag.core.question)
     asked: str
 
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 
 TASKS = ("multihop", "asqa", "strategyqa", "crud")
 PROFILES = ("paper", "official", "original")
@@ -49,7 +49,7 @@ def check_question_size(question: str) -> None:
         )
 
 
-# What a server's client may set only where the operator allows it (noterag.server_policy):
+# What a server's client may set only where the operator allows it (noterag.core.policy):
 # "sampling", settings that change what one model call costs or does (temperature, reply and
 # passage lengths); "prompts", prompt overrides (the client's text sent with the operator's key).
 Client = Literal["sampling", "prompts"]
@@ -486,7 +486,7 @@ def check_configurable(
     or two letters away from a setting's name is refused: a graph run as a subgraph of an app's
     own graph shares the parent's ``configurable`` (its checkpoint namespace holds a ``|``),
     and on the LangGraph server (``langgraph_request_id`` is set) the run's settings were
-    checked before the graph was built (``noterag.server_policy``)."""
+    checked before the graph was built (``noterag.core.policy``)."""
     if not configurable:
         return
     lenient = "|" in str(configurable.get("checkpoint_ns") or "") or (

@@ -22,9 +22,9 @@ from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from noterag.profiles import Profile
-from noterag.spec import Deps, MethodError, StopRule
-from noterag.step import deciding, on_loop, run_context
+from noterag.core.profiles import Profile
+from noterag.core.spec import Deps, MethodError, StopRule
+from noterag.core.step import deciding, on_loop, run_context
 
 
 class Stopped(TypedDict, total=False):
@@ -33,7 +33,7 @@ class Stopped(TypedDict, total=False):
     stop_reason: str
 
 
-# the loop counters the stop rules read (noterag.state: plain int fields, written by the steps)
+# the loop counters the stop rules read (noterag.core.state: plain int fields, written by the steps)
 COUNTERS = ("steps", "failures", "tokens")
 
 

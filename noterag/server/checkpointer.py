@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from noterag.errors import ConfigError, NoteragError
-from noterag.redact import redact
+from noterag.base.errors import ConfigError, NoteragError
+from noterag.base.redact import redact
 
 NO_CHECKPOINT = "none"
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
@@ -425,7 +425,7 @@ def _advisory_holder(conn: Any, key: int) -> dict[str, Any] | None:
 @asynccontextmanager
 async def server_checkpointer() -> AsyncIterator[Any]:
     """The server's saver (langgraph.json: ``"checkpointer": {"backend": "custom", "path":
-    "noterag.persistence.server_checkpointer"}``): LangGraph's async SQLite or Postgres saver
+    "noterag.server.checkpointer.server_checkpointer"}``): LangGraph's async SQLite or Postgres saver
     for ``$NOTERAG_CHECKPOINT``, else for ``SERVER_DEFAULT``. The server enters it once per
     event loop and closes it on shutdown."""
     location = locate(os.environ.get("NOTERAG_CHECKPOINT", "").strip() or SERVER_DEFAULT)

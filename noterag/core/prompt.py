@@ -19,8 +19,8 @@ import string
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from noterag.context import MAX_QUESTION_CHARS, check_question_size
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import MAX_QUESTION_CHARS, check_question_size
 
 _SLOT = re.compile(r"\{(\w+)\}")
 

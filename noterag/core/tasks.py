@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, cast
 
-from noterag.context import RunContext
-from noterag.errors import ConfigError
-from noterag.spec import MethodSpec
+from noterag.base.errors import ConfigError
+from noterag.core.context import RunContext
+from noterag.core.spec import MethodSpec
 
 
 def answerable_tasks(spec: MethodSpec, profile: str = "paper") -> tuple[str, ...] | None:

@@ -1,0 +1,2 @@
+"""The trace page: a run's steps as one HTML file (``page``), rendered from the Jinja2 templates
+under ``templates/``."""
