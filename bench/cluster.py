@@ -38,7 +38,7 @@ from common import print_table, write_results
 from sim_process import SimProcess
 
 from noterag.eval import run_eval
-from noterag.sample import sample_index, sample_questions
+from noterag.retrievers.sample import sample_index, sample_questions
 
 MODES = ("one process", "workers 2", "ray 2 actors")
 

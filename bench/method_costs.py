@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # script
 from common import print_table, write_results
 from sim_endpoint import SimModel, start
 
-from noterag.errors import NoteragError
+from noterag.base.errors import NoteragError
 from noterag.eval import run_eval
-from noterag.methods import METHODS
-from noterag.sample import sample_index
+from noterag.registry.methods import METHODS
+from noterag.retrievers.sample import sample_index
 from scripted import ScriptedModel
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -58,7 +58,7 @@ from sim_process import SimProcess
 import noterag
 from noterag.models import load_chat_model
 from noterag.retrievers import load_retriever
-from noterag.sample import sample_index, sample_questions
+from noterag.retrievers.sample import sample_index, sample_questions
 
 # Calls of these stages, when consecutive, may run concurrently.
 CONCURRENT = {"chunk_filter", "sentence_filter", "global_summary", "local_summary"}

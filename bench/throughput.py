@@ -76,7 +76,7 @@ from sim_process import SimProcess
 from noterag.eval import run_eval
 from noterag.models import load_chat_model
 from noterag.models.turns import spare_questions
-from noterag.sample import sample_index, sample_questions
+from noterag.retrievers.sample import sample_index, sample_questions
 
 # Methods cheap enough to run all N questions one at a time.
 FAST = {"vanilla"}

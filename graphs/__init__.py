@@ -1,1 +1,1 @@
-"""One module per method: wiring only (see ``noterag.methods.METHODS``)."""
+"""One module per method: wiring only (see ``noterag.registry.methods.METHODS``)."""

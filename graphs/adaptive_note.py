@@ -18,12 +18,12 @@ T_CI, T_IU, T_RP are the context fields max_steps (3), max_failures (1), max_pas
 
 from __future__ import annotations
 
-from noterag.context import AdaptiveNoteContext
+from noterag.core.context import AdaptiveNoteContext
+from noterag.core.spec import MethodSpec
+from noterag.core.state import NoteOutput, NoteState
 from noterag.graphs import note_loop
 from noterag.graphs.assemble import builder, server_graph
 from noterag.prompts import adaptive_note as prompts
-from noterag.spec import MethodSpec
-from noterag.state import NoteOutput, NoteState
 
 SPEC = MethodSpec(
     name="adaptive-note",

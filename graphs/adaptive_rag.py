@@ -59,9 +59,13 @@ from typing import Annotated, Any, ClassVar, Literal
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import setting
-from noterag.decision import single_pass, stop_check
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import setting
+from noterag.core.decision import single_pass, stop_check
+from noterag.core.profiles import Profile
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.core.step import node, on_loop
 from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.ircot import ENTRY_CARDS as IRCOT_CARDS
 from noterag.graphs.ircot import GREEDY, IRCoTContext, ircot_stop, thought_line
@@ -70,11 +74,7 @@ from noterag.models.runnable import pluggable
 from noterag.nodes import ircot
 from noterag.nodes.adaptive_rag import answer, classify, on_route
 from noterag.nodes.retrieve import retrieve
-from noterag.profiles import Profile
 from noterag.prompts import adaptive_rag as prompts
-from noterag.spec import Deps, MethodSpec
-from noterag.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.step import node, on_loop
 
 COMPLEXITIES = tuple(prompts.STRATEGIES)
 

@@ -38,8 +38,12 @@ from typing import Any, Literal
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import AmberContext
-from noterag.decision import Decision
+from noterag.core.context import AmberContext
+from noterag.core.decision import Decision
+from noterag.core.profiles import AMBER_PAPER, Profile
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import AmberOutput, AmberState
+from noterag.core.step import node, on_loop
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.amber import (
     accumulate,
@@ -56,11 +60,7 @@ from noterag.nodes.amber import (
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import refine_query
 from noterag.nodes.retrieve import retrieve
-from noterag.profiles import AMBER_PAPER, Profile
 from noterag.prompts import amber as prompts
-from noterag.spec import Deps, MethodSpec
-from noterag.state import AmberOutput, AmberState
-from noterag.step import node, on_loop
 
 
 def wire(graph: StateGraph, deps: Deps) -> None:

@@ -1,7 +1,7 @@
-"""A method's graph, assembled from its declaration (``MethodSpec``, noterag.spec).
+"""A method's graph, assembled from its declaration (``MethodSpec``, noterag.core.spec).
 
 What every method shares around its own wiring lives here, above the steps and prompts it
-uses and below the registry: the ``question`` step (noterag.question, a follow-up rewritten
+uses and below the registry: the ``question`` step (noterag.core.question, a follow-up rewritten
 with ``prompts.conversation``), the route of each deciding step, the answer's human review
 (``nodes.human``), and the factory a graph module names in langgraph.json. A graph module
 says ``build = builder(SPEC)`` and ``make_graph = server_graph(SPEC)``.
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any, cast
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
+from noterag.core.policy import ServerPolicy, check_run_settings
+from noterag.core.question import question_step
+from noterag.core.retry import SEARCH_RETRY, searches
+from noterag.core.spec import Deps, MethodError, MethodSpec, check_run_prompts
+from noterag.core.state import QuestionInput, declared_keys
+from noterag.core.step import StepRunnable, decision_of, node, run_context
 from noterag.nodes.human import review_answer, review_routes, reviews
 from noterag.prompts.conversation import CONDENSE, ROLE_PREFIX
-from noterag.question import question_step
-from noterag.retry import SEARCH_RETRY, searches
-from noterag.server_policy import ServerPolicy, check_run_settings
-from noterag.spec import Deps, MethodError, MethodSpec, check_run_prompts
-from noterag.state import QuestionInput, declared_keys
-from noterag.step import StepRunnable, decision_of, node, run_context
 
 if TYPE_CHECKING:
     # langgraph-api resolves the factory's annotation by this name to tell a runtime
@@ -46,7 +46,7 @@ def build(
     """The compiled graph of the method ``spec``: the question step (a follow-up rewritten
     with ``prompts.conversation``), then the method's own wiring, then what
     every method shares: each deciding step's route (a conditional edge, see
-    ``noterag.decision.Decision``) and the answer's human review. ``checkpointer``, ``store``
+    ``noterag.core.decision.Decision``) and the answer's human review. ``checkpointer``, ``store``
     and ``cache`` are LangGraph's (``InMemorySaver()``, ``SqliteSaver``, ``PostgresSaver``;
     ``InMemoryStore()``; ``InMemoryCache()``), given to ``compile``; None: none."""
     if spec.queries is not None and spec.queries not in (
@@ -84,7 +84,7 @@ def builder(spec: MethodSpec) -> Callable[..., Any]:
 
 
 def wire_retries(graph: StateGraph[Any, Any, Any, Any]) -> None:
-    """LangGraph's ``RetryPolicy`` for every node that searches (``noterag.retry.SEARCH_RETRY``:
+    """LangGraph's ``RetryPolicy`` for every node that searches (``noterag.core.retry.SEARCH_RETRY``:
     a search failing for a moment runs its node again) that a method has not given its own."""
     for node_spec in graph.nodes.values():
         if node_spec.retry_policy is None and searches(node_spec.runnable):
@@ -92,7 +92,7 @@ def wire_retries(graph: StateGraph[Any, Any, Any, Any]) -> None:
 
 
 def wire_decisions(graph: StateGraph[Any, Any, Any, Any], spec: MethodSpec) -> None:
-    """The route of every step that decides (``noterag.decision.Decision``), as a conditional
+    """The route of every step that decides (``noterag.core.decision.Decision``), as a conditional
     edge from it: LangGraph re-runs a node's edges when ``update_state`` writes as that node. A
     step deciding by a rule the method does not declare (``MethodSpec.stops``) is refused.
 
@@ -167,7 +167,7 @@ def server_graph(spec: MethodSpec) -> Callable[..., Any]:
     ``ServerRuntime``; for a run, its ``context`` is the run's settings merged with its
     assistant's, before the server drops the keys the context schema lacks. So this is where a
     run's settings are checked against the method and the operator's policy
-    (``noterag.server_policy``), before any node runs: an unknown key, a bad value, sampling or
+    (``noterag.core.policy``), before any node runs: an unknown key, a bad value, sampling or
     prompts the operator did not open to clients, a misfit prompt override, a model or index
     outside the operator's lists are each one clear error. The graph for a (model, index) pair
     is built once, in a thread (building may start the local model, and the factory runs on

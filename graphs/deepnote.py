@@ -19,12 +19,12 @@ cap unless ``max_passages`` is set. The official code also stops once more than 
 
 from __future__ import annotations
 
-from noterag.context import DeepNoteContext
+from noterag.core.context import DeepNoteContext
+from noterag.core.spec import MethodSpec
+from noterag.core.state import NoteOutput, NoteState
 from noterag.graphs import note_loop
 from noterag.graphs.assemble import builder, server_graph
 from noterag.prompts import deepnote as prompts
-from noterag.spec import MethodSpec
-from noterag.state import NoteOutput, NoteState
 
 SPEC = MethodSpec(
     name="deepnote",

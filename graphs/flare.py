@@ -73,16 +73,16 @@ from typing import Annotated, Any, ClassVar, Literal
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import RunContext, setting
-from noterag.decision import stop_check
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import RunContext, setting
+from noterag.core.decision import stop_check
+from noterag.core.profiles import PAPER, Profile
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.core.step import node, on_loop
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.flare import answer, look_ahead, regenerate, retrieve
-from noterag.profiles import PAPER, Profile
 from noterag.prompts import flare as prompts
-from noterag.spec import Deps, MethodSpec
-from noterag.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.step import node, on_loop
 
 QUERIES = ("masked", "questions")
 

@@ -34,17 +34,17 @@ from typing import Annotated, Any, Literal
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import MOST_STEPS, RunContext
-from noterag.decision import stop_check
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import MOST_STEPS, RunContext
+from noterag.core.decision import stop_check
+from noterag.core.profiles import Profile
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.iter_retgen import answer, generate
 from noterag.nodes.retrieve import retrieve
-from noterag.profiles import Profile
 from noterag.prompts import iter_retgen as prompts
-from noterag.spec import Deps, MethodSpec
-from noterag.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.step import node
 
 
 @dataclass(kw_only=True)

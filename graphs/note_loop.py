@@ -20,12 +20,12 @@ from typing import Any
 
 from langgraph.graph import END, StateGraph
 
-from noterag.decision import Decision
+from noterag.core.decision import Decision
+from noterag.core.profiles import Profile
+from noterag.core.spec import Deps
+from noterag.core.step import node
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import accumulate, init_note, refine_query, review
-from noterag.profiles import Profile
-from noterag.spec import Deps
-from noterag.step import node
 
 ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
 

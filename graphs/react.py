@@ -33,15 +33,15 @@ from typing import Annotated, Any, ClassVar
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import MOST_STEPS, RunContext
-from noterag.decision import stop_check
+from noterag.core.context import MOST_STEPS, RunContext
+from noterag.core.decision import stop_check
+from noterag.core.profiles import Profile
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import ChatFields, CostFields, merge_unique
+from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.react import act, answer, reason
-from noterag.profiles import Profile
 from noterag.prompts import react as prompts
-from noterag.spec import Deps, MethodSpec
-from noterag.state import ChatFields, CostFields, merge_unique
-from noterag.step import node
 
 
 @dataclass(kw_only=True)

@@ -45,18 +45,18 @@ from langgraph.graph import END, StateGraph
 from langgraph.runtime import Runtime
 from rich.text import Text
 
-from noterag.context import RunContext
-from noterag.decision import stop_check
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import RunContext
+from noterag.core.decision import stop_check
+from noterag.core.profiles import Profile
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.core.step import node, run_context
 from noterag.graphs.assemble import builder, server_graph
 from noterag.models.runnable import pluggable
 from noterag.nodes.recomp import RecompDeps, answer, extract, retrieve, summarize
 from noterag.nodes.single_step import check_task
-from noterag.profiles import Profile
 from noterag.prompts import recomp as prompts
-from noterag.spec import Deps, MethodSpec
-from noterag.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.step import node, run_context
 
 COMPRESSIONS = ("abstractive", "extractive")
 

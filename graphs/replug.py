@@ -60,16 +60,16 @@ from typing import Annotated, Any, ClassVar
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import RunContext, setting
-from noterag.decision import single_pass, stop_check
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import RunContext, setting
+from noterag.core.decision import single_pass, stop_check
+from noterag.core.profiles import PAPER
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes import replug as steps
-from noterag.profiles import PAPER
 from noterag.prompts import replug as prompts
-from noterag.spec import Deps, MethodSpec
-from noterag.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.step import node
 
 
 @dataclass(kw_only=True)

@@ -28,17 +28,17 @@ from typing import Any
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import ReSPContext
-from noterag.decision import Decision
+from noterag.core.context import ReSPContext
+from noterag.core.decision import Decision
+from noterag.core.profiles import Profile
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import ReSPOutput, ReSPState
+from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.answer import answer
 from noterag.nodes.resp import judge, plan, summarize
 from noterag.nodes.retrieve import retrieve
-from noterag.profiles import Profile
 from noterag.prompts import resp as prompts
-from noterag.spec import Deps, MethodSpec
-from noterag.state import ReSPOutput, ReSPState
-from noterag.step import node
 
 
 def wire(graph: StateGraph, deps: Deps) -> None:

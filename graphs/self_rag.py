@@ -81,17 +81,17 @@ from typing import Annotated, Any, ClassVar, Literal
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import RunContext
-from noterag.decision import stop_check
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import RunContext
+from noterag.core.decision import stop_check
+from noterag.core.profiles import PAPER, Profile
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.core.step import node, on_loop
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.self_rag import check_task, generate, predict, predict_retrieve, route
-from noterag.profiles import PAPER, Profile
 from noterag.prompts import self_rag as prompts
-from noterag.spec import Deps, MethodSpec
-from noterag.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.step import node, on_loop
 
 MODES = ("adaptive_retrieval", "always_retrieve", "no_retrieval")
 

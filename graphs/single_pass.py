@@ -13,12 +13,12 @@ from typing import Any
 
 from langgraph.graph import END, StateGraph
 
-from noterag.context import BaselineContext
-from noterag.decision import single_pass, stop_check
+from noterag.core.context import BaselineContext
+from noterag.core.decision import single_pass, stop_check
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import BaselineOutput, BaselineState
+from noterag.core.step import node
 from noterag.nodes.answer import answer
-from noterag.spec import Deps, MethodSpec
-from noterag.state import BaselineOutput, BaselineState
-from noterag.step import node
 
 
 def single_pass_trace(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def declare(
     """A single-pass baseline's ``MethodSpec``: the baselines' settings and schemas, one model
     role (the answer), ``wiring(steps)``, and ``prompts`` for both profiles: the papers print no
     baseline prompts, so both send the official files (their passage formats differ;
-    noterag.profiles), and the run's official_code setting chooses whose."""
+    noterag.core.profiles), and the run's official_code setting chooses whose."""
     return MethodSpec(
         name=name,
         title=title,

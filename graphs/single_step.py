@@ -50,14 +50,14 @@ from typing import Annotated, Any, Literal
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import RunContext
-from noterag.decision import single_pass, stop_check
+from noterag.core.context import RunContext
+from noterag.core.decision import single_pass, stop_check
+from noterag.core.spec import Deps, MethodSpec, ProgressLine
+from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.core.step import node
 from noterag.nodes.answer import answer
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.single_step import check_task
-from noterag.spec import Deps, MethodSpec, ProgressLine
-from noterag.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.step import node
 
 
 @dataclass(kw_only=True)

@@ -20,7 +20,7 @@ N = 10 (``--n_retrieval 10``). n_candidates K = 2: SuRe's paper and code (p_can 
 correct candidates"; ReSP sets none). Temperature 0 for every call unless the run sets one:
 the official code's (``api_query(..., temp=0)``), where noterag's other paper profiles leave the
 model's own. ``profile="original"`` retrieves SuRe's own N = 10; it has no ``official``
-profile: its prompts already are the official code's, and noterag.profiles reproduces only
+profile: its prompts already are the official code's, and noterag.core.profiles reproduces only
 thunlp's official codes (the parsing quirks of SuRe's, listed below, are not reproduced).
 
 Where the official code (bbuing9/ICLR24_SuRe, functions/) differs:
@@ -66,16 +66,16 @@ from typing import Annotated, Any, ClassVar
 from langgraph.graph import END, StateGraph
 from rich.text import Text
 
-from noterag.context import RunContext
-from noterag.decision import stop_check
+from noterag.core.context import RunContext
+from noterag.core.decision import stop_check
+from noterag.core.profiles import PAPER, Profile
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
+from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.sure import candidates, letter, predict, summarize, sure_passages, verify
-from noterag.profiles import PAPER, Profile
 from noterag.prompts import sure as prompts
-from noterag.spec import Deps, MethodSpec
-from noterag.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.step import node
 
 MAX_CANDIDATES = 26  # the marks (a) .. (z)
 

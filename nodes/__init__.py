@@ -1,2 +1,2 @@
-"""The steps of the methods, shared across graphs (see ``noterag.step`` for how a step is
+"""The steps of the methods, shared across graphs (see ``noterag.core.step`` for how a step is
 written)."""

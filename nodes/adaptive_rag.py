@@ -5,7 +5,7 @@ Model stages: ``classify`` (role ``classifier``), then the route's: A ``answer``
 B ``answer`` (vanilla RAG), C ``reason`` (role ``reasoner``) and, unless a sentence concluded,
 ``answer`` (IRCoT's QA reader). Every route's answer call has the role ``answer``.
 
-Parse fallbacks (counted in the state's ``fallbacks``, noterag.parsing.fell_back):
+Parse fallbacks (counted in the state's ``fallbacks``, noterag.core.parsing.fell_back):
 
 | kind       | a classifier reply without ...  | fallback                                          |
 |------------|---------------------------------|---------------------------------------------------|
@@ -27,13 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.parsing import fell_back
+from noterag.core.step import Ask, Env, StepGen
 from noterag.models.runnable import reads_original
 from noterag.nodes import ircot
 from noterag.nodes.answer import answer as shared_answer
-from noterag.parsing import fell_back
 from noterag.prompts.adaptive_rag import STRATEGIES
-from noterag.step import Ask, Env, StepGen
 
 # The class alone, or leading the first line: not followed by a letter or digit, nor by a
 # lower-case word (the article "A" starting a sentence)

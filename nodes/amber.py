@@ -30,10 +30,10 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from typing import Any
 
+from noterag.core.parsing import parse_nli
+from noterag.core.state import Passage
+from noterag.core.step import Ask, Effect, Env, StepGen
 from noterag.nodes.notes import first_note, review, updated_note
-from noterag.parsing import parse_nli
-from noterag.state import Passage
-from noterag.step import Ask, Effect, Env, StepGen
 
 
 def _step(state: Mapping[str, Any]) -> int:

@@ -8,8 +8,8 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
+from noterag.core.step import Ask, Env, RoutingStepGen, reply_text
 from noterag.nodes.human import ANSWER, review_note, reviews
-from noterag.step import Ask, Env, RoutingStepGen, reply_text
 
 # What each answer-prompt slot is filled with; a prompt uses the slots it declares (the note
 # methods: the best note only; ReSP: its memory queues; vanilla RAG: the passages).

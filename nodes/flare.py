@@ -13,7 +13,7 @@ sentence end (., ! or ? before whitespace, not after an abbreviation or an initi
 least 5 characters in (``ApiReturn.min_sent_len``); the original splits with NLTK's Punkt,
 noterag by this rule. The sentence's tokens are those that start before its end.
 
-Parse fallbacks (counted in the state's ``fallbacks``, noterag.parsing.fell_back):
+Parse fallbacks (counted in the state's ``fallbacks``, noterag.core.parsing.fell_back):
 
 | kind      | a reply without ...                       | fallback                                 |
 |-----------|-------------------------------------------|------------------------------------------|
@@ -35,11 +35,11 @@ from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from noterag.core.parsing import fell_back
+from noterag.core.state import Passage
+from noterag.core.step import Ask, Effect, Env, Search, StepGen
 from noterag.nodes.logprobs import Token, logprob_options, token_logprobs
-from noterag.parsing import fell_back
 from noterag.prompts.flare import Demonstration, demonstrations
-from noterag.state import Passage
-from noterag.step import Ask, Effect, Env, Search, StepGen
 
 METHOD = "flare"
 # the original's final_stop_sym for completion models: a blank line ends the answer

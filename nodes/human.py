@@ -53,11 +53,11 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Command, interrupt
 from pydantic import PlainValidator, ValidationError, WithJsonSchema
 
-from noterag.context import MAX_QUESTION_CHARS
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.context import MAX_QUESTION_CHARS
+from noterag.core.spec import reads_note
+from noterag.core.step import Env, RoutingStepGen, Search
 from noterag.nodes.notes import updated_note
-from noterag.spec import reads_note
-from noterag.step import Env, RoutingStepGen, Search
 
 # The decision types a request offers (LangChain v1's DecisionType, as Agent Chat UI renders them).
 DECISIONS = ("approve", "edit", "reject")

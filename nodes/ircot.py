@@ -7,7 +7,7 @@ Model stages: ``reason`` (role ``reasoner``) and ``answer`` (the QA reader, role
 Both calls stop at a newline, as the original's generator does (``GPT3Generator``,
 ``stop=["\\n"]``).
 
-Parse fallbacks (counted in the state's ``fallbacks``, noterag.parsing.fell_back):
+Parse fallbacks (counted in the state's ``fallbacks``, noterag.core.parsing.fell_back):
 
 | kind         | a reply without ...                 | fallback                                 |
 |--------------|-------------------------------------|------------------------------------------|
@@ -44,11 +44,11 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from noterag.parsing import fell_back
-from noterag.prompt import Prompt
+from noterag.core.parsing import fell_back
+from noterag.core.prompt import Prompt
+from noterag.core.state import Passage
+from noterag.core.step import Ask, Env, Search, StepGen, reply_text
 from noterag.prompts import ircot as ircot_prompts
-from noterag.state import Passage
-from noterag.step import Ask, Env, Search, StepGen, reply_text
 
 # --- the original's helpers (commaqa/inference/ircot.py) --------------------------------------
 

@@ -6,7 +6,7 @@ Model stages: ``generate`` and ``answer``, one role ``generator``. The paper nam
 sequence (its generations run over several lines: reasoning, then "So the answer is X"), so
 none is passed.
 
-Parse fallbacks (counted in the state's ``fallbacks``, noterag.parsing.fell_back):
+Parse fallbacks (counted in the state's ``fallbacks``, noterag.core.parsing.fell_back):
 
 | kind      | a reply without ...                      | fallback                              |
 |-----------|------------------------------------------|---------------------------------------|
@@ -22,8 +22,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from noterag.parsing import fell_back
-from noterag.step import Ask, Env, StepGen, reply_text
+from noterag.core.parsing import fell_back
+from noterag.core.step import Ask, Env, StepGen, reply_text
 
 # "So the answer is X" (the demonstrations), "the answer is: X" (models often add the colon)
 _ANSWER_IS = re.compile(r"answer is\s*:?", re.IGNORECASE)

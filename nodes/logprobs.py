@@ -23,8 +23,8 @@ from typing import Any, NamedTuple
 
 from langchain_core.messages import BaseMessage
 
-from noterag.errors import ConfigError
-from noterag.step import Env
+from noterag.base.errors import ConfigError
+from noterag.core.step import Env
 
 TOP_LOGPROBS = 1  # the fewest llama-cpp-python's server returns log-probabilities with
 

@@ -1,6 +1,6 @@
 """The note-centric steps of Adaptive-Note and DeepNote (the papers' names in brackets).
 
-Each step is one paper step: it yields its model call (see ``noterag.step``) and returns
+Each step is one paper step: it yields its model call (see ``noterag.core.step``) and returns
 the state update. Method differences live in the prompts, the profile and the stop rule.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from noterag.core.state import Passage
+from noterag.core.step import Ask, Env, StepGen
 from noterag.nodes.retrieve import retrieve
-from noterag.state import Passage
-from noterag.step import Ask, Env, StepGen
 
 
 def init_note(state: dict[str, Any], env: Env) -> StepGen:

@@ -50,8 +50,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from noterag.parsing import fell_back
-from noterag.step import Ask, Env, StepGen, reply_text
+from noterag.core.parsing import fell_back
+from noterag.core.step import Ask, Env, StepGen, reply_text
 
 
 def split_draft(draft: str, max_steps: int) -> list[str]:

@@ -66,9 +66,9 @@ from typing import Any, Literal, cast
 
 from langchain_core.messages import AIMessage
 
-from noterag.parsing import fell_back
-from noterag.state import Passage
-from noterag.step import Ask, Env, Search, StepGen, reply_text
+from noterag.core.parsing import fell_back
+from noterag.core.state import Passage
+from noterag.core.step import Ask, Env, Search, StepGen, reply_text
 
 ActionKind = Literal["search", "lookup", "finish", "think", "invalid"]
 KINDS: tuple[ActionKind, ...] = ("search", "lookup", "finish", "think")

@@ -38,12 +38,12 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
+from noterag.core.spec import Deps
+from noterag.core.state import Passage
+from noterag.core.step import Ask, Env, StepGen, both_ways, reply_text, run_context
 from noterag.models.runnable import reads_original
 from noterag.nodes.retrieve import retrieve as shared_retrieve
-from noterag.spec import Deps
-from noterag.state import Passage
-from noterag.step import Ask, Env, StepGen, both_ways, reply_text, run_context
 
 # A sentence ends after . ! ? and whitespace, not after a one-letter abbreviation such as "J."
 # (FlashRAG's ExtractiveRefiner without its missing word boundary: module docstring)

@@ -19,7 +19,7 @@ A pass's probability for an answer another pass wrote is not computed (it would 
 log-probabilities of a given continuation, which a chat endpoint does not return): it counts as
 0, as in the original.
 
-Parse fallbacks (counted in the state's ``fallbacks``, noterag.parsing.fell_back):
+Parse fallbacks (counted in the state's ``fallbacks``, noterag.core.parsing.fell_back):
 
 | kind         | a reply without ... | fallback                                               |
 |--------------|---------------------|--------------------------------------------------------|
@@ -40,12 +40,11 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
-from noterag.errors import ConfigError
-from noterag.nodes.logprobs import Token, logprob_options, token_logprobs
-from noterag.parsing import fell_back
-from noterag.retry import noted_search, searching
-from noterag.spec import Deps
-from noterag.step import (
+from noterag.base.errors import ConfigError
+from noterag.core.parsing import fell_back
+from noterag.core.retry import noted_search, searching
+from noterag.core.spec import Deps
+from noterag.core.step import (
     Ask,
     Env,
     Search,
@@ -57,6 +56,7 @@ from noterag.step import (
     run_context,
     to_passage,
 )
+from noterag.nodes.logprobs import Token, logprob_options, token_logprobs
 
 METHOD = "replug"
 STOP = ["\n"]  # call_api: stop="\n"

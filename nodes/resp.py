@@ -15,9 +15,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from noterag.parsing import parse_sub_question, parse_yes_no, until_done
-from noterag.state import LocalPathway
-from noterag.step import Ask, Effect, Env, StepGen
+from noterag.core.parsing import parse_sub_question, parse_yes_no, until_done
+from noterag.core.state import LocalPathway
+from noterag.core.step import Ask, Effect, Env, StepGen
 
 
 def combined_memory(global_memory: Sequence[str], local_memory: Sequence[LocalPathway]) -> str:

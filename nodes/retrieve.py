@@ -5,8 +5,8 @@ from __future__ import annotations
 from itertools import chain, zip_longest
 from typing import Any
 
-from noterag.state import Passage
-from noterag.step import Env, Search, StepGen
+from noterag.core.state import Passage
+from noterag.core.step import Env, Search, StepGen
 
 
 def retrieve(state: dict[str, Any], env: Env) -> StepGen:

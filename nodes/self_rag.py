@@ -63,7 +63,7 @@ model, never answered some other way:
   Self-RAG model may begin with text and put [Retrieval] outside the top 20.)
 
 Replies without the expected tokens at a position take the original's value for unlisted
-tokens, counted by kind in the state's ``fallbacks`` (noterag.parsing.fell_back):
+tokens, counted by kind in the state's ``fallbacks`` (noterag.core.parsing.fell_back):
 
 | kind            | a reply without ...                               | fallback                          |
 |-----------------|---------------------------------------------------|-----------------------------------|
@@ -86,10 +86,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from noterag.errors import ConfigError
-from noterag.parsing import fell_back
-from noterag.state import Passage
-from noterag.step import Ask, Env, StepGen, reply_text
+from noterag.base.errors import ConfigError
+from noterag.core.parsing import fell_back
+from noterag.core.state import Passage
+from noterag.core.step import Ask, Env, StepGen, reply_text
 
 METHOD = "self-rag"
 

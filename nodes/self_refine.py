@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from noterag.core.step import Env, StepGen
 from noterag.nodes.single_step import read_passages, trace_entry
-from noterag.step import Env, StepGen
 
 
 def refine(state: dict[str, Any], env: Env) -> StepGen:

@@ -32,12 +32,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from typing_extensions import TypedDict  # the server's schemas need it (noterag.state)
+from typing_extensions import TypedDict  # the server's schemas need it (noterag.core.state)
 
+from noterag.core.parsing import fell_back
+from noterag.core.state import Passage
+from noterag.core.step import Env, StepGen
 from noterag.nodes.single_step import read_passages, trace_entry
-from noterag.parsing import fell_back
-from noterag.state import Passage
-from noterag.step import Env, StepGen
 
 
 class PassageLabel(TypedDict):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from typing import Any
 
-from noterag.errors import ConfigError
-from noterag.prompt import Prompt
+from noterag.base.errors import ConfigError
+from noterag.core.prompt import Prompt
+from noterag.core.step import Ask, Env
 from noterag.prompts.single_step import TASKS
-from noterag.step import Ask, Env
 
 
 def check_task(task: str, method: str) -> None:

@@ -28,7 +28,7 @@ What the paper leaves open and we decided, following the official code
   marker included, to the validation and ranking prompts).
 
 Replies without the asked-for shape take a defined fallback, counted by kind in the state's
-``fallbacks`` (noterag.parsing.fell_back):
+``fallbacks`` (noterag.core.parsing.fell_back):
 
 | kind        | a reply without ...                        | fallback                                        |
 |-------------|--------------------------------------------|-------------------------------------------------|
@@ -51,10 +51,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from noterag.errors import ConfigError
-from noterag.parsing import Verdict, fell_back, until_done
-from noterag.state import Passage
-from noterag.step import Ask, Env, StepGen
+from noterag.base.errors import ConfigError
+from noterag.core.parsing import Verdict, fell_back, until_done
+from noterag.core.state import Passage
+from noterag.core.step import Ask, Env, StepGen
 
 # --- the official code's prompt pieces ----------------------------------------------------------
 

@@ -15,7 +15,7 @@ runs. Adaptive-Note publishes no StrategyQA prompt: the paper set uses DeepNote'
 official set DeepNote's official ``gen_answer_strategyqa`` file (same authors).
 """
 
-from noterag.prompt import NotePrompts, Prompt, borrow
+from noterag.core.prompt import NotePrompts, Prompt, borrow
 from noterag.prompts.deepnote import PAPER as _DEEPNOTE
 from noterag.prompts.vendored import official_prompt
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from noterag.errors import ConfigError
-from noterag.prompt import AnswerPrompts, Prompt, borrow
+from noterag.base.errors import ConfigError
+from noterag.core.prompt import AnswerPrompts, Prompt, borrow
 from noterag.prompts import baselines, ircot
 
 REPOSITORY = "starsuzi/Adaptive-RAG"

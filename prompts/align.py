@@ -25,7 +25,7 @@ gold answers (``utils.LLM_score_rag``).
 
 from __future__ import annotations
 
-from noterag.prompt import Prompt
+from noterag.core.prompt import Prompt
 from noterag.prompts.vendored import official_prompt
 
 _CODE = "thunlp/DeepNote"

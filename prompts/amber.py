@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from noterag.prompt import NotePrompts, Prompt, borrow
+from noterag.core.prompt import NotePrompts, Prompt, borrow
 from noterag.prompts import adaptive_note
 
 _PAPER = "Amber paper, Appendix D"

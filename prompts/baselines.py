@@ -13,10 +13,10 @@ The passages (``{refs}``) are formatted by the profile: numbered ``[i] Title: ..
 ``profile="paper"``; under ``profile="official"`` as the official code named by the run's
 ``official_code`` setting formats them (Adaptive-Note ``Passage #i Title: ...``, DeepNote
 ``Title: ...\\nText: ... \\n\\n``, dense runs and ASQA / StrategyQA the joined
-``title\\ntext`` strings; see noterag.profiles).
+``title\\ntext`` strings; see noterag.core.profiles).
 """
 
-from noterag.prompt import AnswerPrompts
+from noterag.core.prompt import AnswerPrompts
 from noterag.prompts.vendored import official_prompt
 
 _AN, _DN = "thunlp/Adaptive-Note", "thunlp/DeepNote"

@@ -11,7 +11,7 @@ lines).
 
 from __future__ import annotations
 
-from noterag.prompt import Prompt
+from noterag.core.prompt import Prompt
 
 CONDENSE_SOURCE = (
     "LangChain CONDENSE_QUESTION_PROMPT (langchain-ai/langchain, libs/langchain/langchain/chains/"

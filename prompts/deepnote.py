@@ -21,7 +21,7 @@ lines differ. ``profile="official"`` sends these: it is the configuration that p
 published numbers.
 """
 
-from noterag.prompt import NotePrompts, Prompt
+from noterag.core.prompt import NotePrompts, Prompt
 from noterag.prompts.vendored import official_prompt
 
 _PAPER = "DeepNote paper, Appendix B.1"

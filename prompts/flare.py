@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, NamedTuple
 
-from noterag.errors import ConfigError
-from noterag.prompt import AnswerPrompts, Prompt
+from noterag.base.errors import ConfigError
+from noterag.core.prompt import AnswerPrompts, Prompt
 from noterag.prompts import vendored
 
 REPOSITORY = "jzbjyb/FLARE"

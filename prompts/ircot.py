@@ -40,8 +40,8 @@ import json
 from dataclasses import dataclass
 from functools import cache
 
-from noterag.errors import ConfigError
-from noterag.prompt import AnswerPrompts, Prompt
+from noterag.base.errors import ConfigError
+from noterag.core.prompt import AnswerPrompts, Prompt
 from noterag.prompts import vendored
 
 REPOSITORY = "StonyBrookNLP/ircot"

@@ -13,7 +13,7 @@ What the paper leaves to us, marked "ours" in the sources:
   "Let's think step by step.", the reasoning, "So the answer is ..."); we send them as lines,
   the demonstrations separated by a blank line.
 - The run's own question follows in the same form, after this iteration's paragraphs (formatted
-  by the profile, noterag.profiles: ``[i] Title: ...\\nText: ...``): ``{knowledge}``,
+  by the profile, noterag.core.profiles: ``[i] Title: ...\\nText: ...``): ``{knowledge}``,
   ``Question: {question}``, ``Let's think step by step.``, and the model continues.
 - Curly apostrophes are sent straight ("Let's", "Ballin'"); the printed slips stay ("Random
   House was form in 2001.", "Catholics prayers").
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from noterag.prompt import AnswerPrompts, Prompt
+from noterag.core.prompt import AnswerPrompts, Prompt
 
 _PAPER = "Iter-RetGen paper (Shao et al., 2023), Appendix B"
 DATASETS = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")

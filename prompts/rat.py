@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from noterag.prompt import AnswerPrompts, Prompt
+from noterag.core.prompt import AnswerPrompts, Prompt
 from noterag.prompts.vendored import cite
 
 REPOSITORY = "CraftJarvis/RAT"

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from noterag.prompt import AnswerPrompts, Prompt
+from noterag.core.prompt import AnswerPrompts, Prompt
 from noterag.prompts.vendored import cite, text
 
 REPOSITORY = "ysymyth/ReAct"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from noterag.prompt import AnswerPrompts, Prompt, borrow
+from noterag.core.prompt import AnswerPrompts, Prompt, borrow
 from noterag.prompts import baselines
 
 REPOSITORY = "carriex/recomp"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from noterag.prompt import AnswerPrompts, Prompt
+from noterag.core.prompt import AnswerPrompts, Prompt
 
 REPOSITORY = "swj0419/REPLUG"
 COMMIT = "6cbe7971a9b761c63aa65f7fe70db3ee82158612"

@@ -19,7 +19,7 @@ ReSP publishes a generator prompt for multi-hop QA only (its benchmarks are Hotp
 
 from dataclasses import dataclass
 
-from noterag.prompt import AnswerPrompts, Prompt
+from noterag.core.prompt import AnswerPrompts, Prompt
 
 _PAPER = "ReSP paper, Table 1"
 

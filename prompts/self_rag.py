@@ -26,7 +26,7 @@ to serve a Self-RAG model with (graphs/self_rag.py, "Serving the model").
 
 from dataclasses import dataclass
 
-from noterag.prompt import AnswerPrompts, Prompt
+from noterag.core.prompt import AnswerPrompts, Prompt
 
 REPOSITORY = "AkariAsai/self-rag"
 COMMIT = "1fcdc420e48f50a7d7ab1ece5494221b93252e99"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from noterag.prompt import AnswerPrompts, Prompt
+from noterag.core.prompt import AnswerPrompts, Prompt
 from noterag.prompts import adaptive_note
 from noterag.prompts.single_step import ADAPTIVE_NOTE, aligned_answers
 from noterag.prompts.vendored import official_prompt

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from noterag.prompt import Prompt, borrow
+from noterag.core.prompt import Prompt, borrow
 
 # The tasks the single-step baselines answer (see the module docstring for CRUD).
 TASKS = ("multihop", "asqa", "strategyqa")

@@ -24,7 +24,7 @@ as for every method.
 
 from dataclasses import dataclass
 
-from noterag.prompt import AnswerPrompts, Prompt
+from noterag.core.prompt import AnswerPrompts, Prompt
 
 _REPO = "bbuing9/ICLR24_SuRe"
 COMMIT = "6320590871bdfb88166c953baed27dc532f89dd8"

@@ -20,7 +20,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any, Literal
 
-from noterag.prompt import Prompt
+from noterag.core.prompt import Prompt
 
 Kind = Literal["official", "original"]
 

@@ -51,7 +51,7 @@ import tantivy
 from langchain_core.documents import Document
 from pydantic import PrivateAttr
 
-from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+from noterag.base.errors import ConfigError, IndexNotFoundError, NoteragError
 
 from .base import IndexDirRetriever, to_document
 from .corpus import CorpusStats, Passage, check_corpus, iter_corpus

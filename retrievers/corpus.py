@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from noterag.errors import CorpusError
+from noterag.base.errors import CorpusError
 
 from .corpus_files import READ_CHUNK, GzipCorpus, open_corpus
 from .corpus_formats import (

@@ -10,7 +10,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from noterag.errors import CorpusError
+from noterag.base.errors import CorpusError
 
 # how much of a file's start is peeked at to tell text from a compressed file
 READ_CHUNK = 1024 * 1024

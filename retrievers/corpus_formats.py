@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from noterag.errors import CorpusError
+from noterag.base.errors import CorpusError
 
 from .corpus_files import open_corpus
 

@@ -47,7 +47,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from pydantic import PrivateAttr
 
-from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+from noterag.base.errors import ConfigError, IndexNotFoundError, NoteragError
 
 from . import faiss_index
 from .base import IndexDirRetriever, to_document

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from noterag.errors import ConfigError, IndexNotFoundError, NoteragError
+from noterag.base.errors import ConfigError, IndexNotFoundError, NoteragError
 
 from .extras import ES_HINT, MissingExtraError
 

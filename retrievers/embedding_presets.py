@@ -26,7 +26,7 @@ from pathlib import Path
 
 from langchain_core.embeddings import Embeddings
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 
 # The BGE model card's instruction for retrieval with short queries (BAAI/bge-base-en-v1.5).
 BGE_INSTRUCTION = "Represent this sentence for searching relevant passages: "

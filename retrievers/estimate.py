@@ -18,7 +18,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 
 if TYPE_CHECKING:
     from .faiss_index import IndexSettings

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from noterag.errors import NoteragError
+from noterag.base.errors import NoteragError
 
 ES_HINT = "Elasticsearch retrieval needs the es extra: pip install 'noterag[es]'"
 DENSE_HINT = (

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from noterag.errors import ConfigError, NoteragError
+from noterag.base.errors import ConfigError, NoteragError
 
 from .extras import MissingExtraError
 

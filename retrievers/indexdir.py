@@ -12,7 +12,7 @@ what does not depend on the engine:
   behind (``interrupted_build_note``);
 * ``ProgressReporter``: the progress bar over the corpus file while it is read.
 
-Durability follows ``noterag._fs``: the built files are fsynced before the swap and the
+Durability follows ``noterag.base.files``: the built files are fsynced before the swap and the
 parent directory after it.
 """
 
@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
-from noterag._fs import atomic_write_json, fsync_dir
-from noterag.errors import ConfigError, CorpusError, IndexNotFoundError, NoteragError
+from noterag.base.errors import ConfigError, CorpusError, IndexNotFoundError, NoteragError
+from noterag.base.files import atomic_write_json, fsync_dir
 
 from .corpus import CorpusStats
 from .corpus_formats import corpus_bytes
@@ -164,7 +164,7 @@ class IndexBuild:
 
 def _fsync_files(directory: Path) -> None:
     # The engine's files must be on disk before the name points at them (the policy of
-    # noterag._fs); tantivy syncs its own on commit, which makes these calls cheap for it.
+    # noterag.base.files); tantivy syncs its own on commit, which makes these calls cheap for it.
     for root, _dirs, files in os.walk(directory):
         for name in files:
             fd = os.open(os.path.join(root, name), os.O_RDONLY)

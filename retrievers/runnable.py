@@ -21,7 +21,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import ConfigDict
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 
 
 class RunnableRetriever(BaseRetriever):

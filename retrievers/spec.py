@@ -40,7 +40,7 @@ from urllib.parse import parse_qsl
 
 from langchain_core.retrievers import BaseRetriever
 
-from noterag.errors import ConfigError, IndexNotFoundError
+from noterag.base.errors import ConfigError, IndexNotFoundError
 
 from .indexdir import manifest_kind, not_found
 

@@ -54,7 +54,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from noterag.errors import ConfigError
+from noterag.base.errors import ConfigError
 
 DEFAULT_STYLE = "noterag"
 
