@@ -6,7 +6,7 @@ DEMO_QUESTION ?= In which year was the architect of the Velmora Bridge born?
 # wheel is kept after (LLAMA_WHEELS).
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: test check typecheck demo install lint bench clean chromium test-pins
+.PHONY: test check typecheck demo install lint bench clean chromium test-pins register
 
 # The local model's llama.cpp, built for any x86-64 CPU with AVX2 rather than for this one
 # (-march=native): the native build of 0.3.36 dies with a general protection fault in
@@ -59,6 +59,15 @@ bench: $(VENV)/.installed
 	$(PY) bench/retrieval.py
 	$(PY) bench/retrieval_quick.py
 	$(PY) bench/dense_build.py --limit 256
+
+# The one registration step after adding or changing a method (docs/methods.md, "Adding a
+# method"): rewrites what is derived from the registry (langgraph.json's graphs, docs/cli.md,
+# docs/methods.md's methods table), then measures the cost of every method/profile that
+# noterag/data/method_costs.json lacks or measured with other prompts, and drops the methods no
+# longer registered (seconds per method, against the simulated endpoint).
+register: $(VENV)/.installed
+	$(PY) -m noterag.cli.docs --write
+	$(PY) bench/method_costs.py --missing
 
 # The package as it installs: noterag/ with graphs/, nodes/, prompts/, retrievers/, tables/ as
 # its subpackages, as a tree of links in .typecheck/ (error paths read .typecheck/noterag/...).
