@@ -17,10 +17,10 @@ The notebook builds one prompt and grows it step by step::
   ``Question: {question}\\n`` and ``{scratchpad}``, the steps so far (each
   ``Thought i: ...\\nAction i: ...\\nObservation i: ...\\n``). The suffixes the loop appends
   ("Thought {i}:", the re-asked "Thought {i}: <thought>\\nAction {i}:") are the notebook's and
-  live in noterag/nodes/react.py.
+  live in nodes/react.py.
 - The instruction says Search "searches the exact entity on Wikipedia and returns the first
   paragraph"; noterag's Search returns the top-k passages of the index instead (see
-  noterag/nodes/react.py). The text stays the original's: the demonstrations show that
+  nodes/react.py). The text stays the original's: the demonstrations show that
   behaviour too, and a prompt override (``webthink``) can change both.
 - ``answer`` (ours): when max_steps run out without Finish, the notebook sends
   ``finish[]`` (an empty answer). noterag must answer, so it continues the trajectory with the
