@@ -1,5 +1,5 @@
 """The CLI's progress lines (noterag.cli.render): one renderer per event type, method renderers
-on top, and events nobody renders pass silently."""
+on top, a generic line for an event type nobody renders, and what is no event passes silently."""
 
 from __future__ import annotations
 
@@ -25,11 +25,10 @@ def progress_lines(method: str | MethodSpec, *events: Any) -> list[str]:
     return out.getvalue().splitlines()
 
 
-def test_events_without_a_renderer_print_nothing() -> None:
+def test_what_is_no_event_prints_nothing() -> None:
     assert (
         progress_lines(
             "deepnote",
-            {"type": "no_such_event", "step": 1, "x": 1},
             {"type": ["unhashable"], "step": 1},
             {"step": 1},
             "not a dict",
@@ -67,6 +66,10 @@ def test_a_methods_own_renderers_win_and_add_event_types() -> None:
         {"type": "toy_event", "step": 2, "n": 3},
     )
     assert progress_lines(toy, *events) == ["[step 1] toy verdict True", "[step 2] toy saw 3"]
-    # Other methods keep the generic table, which has no line for the toy's event.
-    assert progress_lines("deepnote", *events) == ["[step 1] note accepted"]
+    # Other methods keep the generic table, which has no renderer for the toy's event: its
+    # generic line (tests/test_method_traps.py tests that line)
+    assert progress_lines("deepnote", *events) == [
+        "[step 1] note accepted",
+        "[step 2] toy_event: n=3",
+    ]
     assert renderers_for(METHODS["deepnote"]) == RENDERERS

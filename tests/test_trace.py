@@ -208,7 +208,7 @@ def check_common(run: dict[str, Any], page_html: str) -> Node:
 
 
 def check_passages(run: dict[str, Any], section: Node, ids: list[str]) -> None:
-    by_id = {p["id"]: p for p in run["retrieved"]}
+    by_id = {p["id"]: p for p in run["retrieved_passages"]}
     details = section.all("details", cls="passage")
     assert [d.attrs["data-id"] for d in details] == ids
     for d in details:
@@ -261,7 +261,7 @@ def test_note_method_page_shows_every_step(module: Any, method: str, verdicts: l
             assert "(1871-1938)" in added  # what the accepted note adds to the initial one
         if entry["verdict"]:
             best = entry["candidate_note"]
-    hostile = next(p for p in run["retrieved"] if p["title"].startswith("<script>"))
+    hostile = next(p for p in run["retrieved_passages"] if p["title"].startswith("<script>"))
     assert hostile["id"] in run["trace"][1]["new_passage_ids"]  # the escaping was exercised
     assert page.row("Best note").text() == run["best_note"]
 
@@ -594,7 +594,7 @@ def test_ask_html_writes_the_trace_of_the_run(
     state = json.loads(result.stdout)
     assert state["method"] == "deepnote" and state["llm_calls"] == len(scripted["model"].calls)
     # --json carries what the viewer needs: every passage read, with its text
-    assert {p["id"] for p in state["retrieved"]} == set(state["passage_ids"])
+    assert {p["id"] for p in state["retrieved_passages"]} == set(state["passage_ids"])
     page = check_common(state, out.read_text())
     assert [s.attrs["data-step"] for s in sections(page)] == [
         str(e["step"]) for e in state["trace"]

@@ -314,12 +314,11 @@ def run(
             run_input,
             config,
             context=context,
-            stream_mode=list(Recorder.MODES),
+            stream_mode=list(dict.fromkeys(Recorder.MODES + Progress.MODES)),
             durability="sync" if config else None,
         ):
             recorder.feed(mode, chunk)
-            if mode == "custom":
-                progress.event(chunk)
+            progress.feed(mode, chunk)
     if not recorder.final or "answer" not in recorder.final:
         raise NoteragError("the run ended without an answer")
     if config is not None and run_input is not None:  # a new turn: how to continue the thread
@@ -330,7 +329,9 @@ def run(
                 style="dim",
             )
         )
-    return recorder.run() | {"method": spec.name}
+    # every declared output field and ``steps``, also those the run never wrote (steps 0 where
+    # the loop never ran), so that a reader of --json finds the same keys on every run
+    return spec.output_defaults() | recorder.run() | {"method": spec.name}
 
 
 def thread_input(

@@ -13,10 +13,11 @@ docs/methods.md walks through adding one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_origin, get_type_hints
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
@@ -226,6 +227,13 @@ class MethodSpec:
         """The fields of what a run returns (``output``): what ``noterag ask --json`` prints."""
         return declared_keys(self.output) or frozenset()
 
+    def output_defaults(self) -> dict[str, Any]:
+        """What a run that never wrote a field reports for it (``noterag ask --json``, an eval
+        row): 0 for a count, an empty list or dict for a collection, None for anything else;
+        and ``steps`` 0 for every method (a method without a loop runs none). A new dict
+        each call: its lists are the caller's."""
+        return {"steps": 0} | {key: make() for key, make in _empty_values(self.output).items()}
+
     def bind(
         self,
         model: Any = None,
@@ -281,6 +289,21 @@ class MethodSpec:
             roles=(*self.roles, CONDENSE_ROLE) if self.roles else (),
             config_keys=config_keys,
         )
+
+
+@functools.cache
+def _empty_values(schema: type) -> dict[str, Callable[[], Any]]:
+    """Each field of ``schema`` -> a function making its value when no step wrote it."""
+    made: dict[str, Callable[[], Any]] = {}
+    for key, hint in get_type_hints(schema).items():  # Annotated and NotRequired stripped
+        base = get_origin(hint) or hint
+        if base in (list, dict):
+            made[key] = base
+        elif hint is int:
+            made[key] = int
+        else:  # text, a float, a flag, an optional value: not produced
+            made[key] = type(None)
+    return made
 
 
 def check_stage_roles(spec: MethodSpec) -> None:

@@ -77,8 +77,10 @@ def result_row(
     """One line of results.jsonl: the fields every method has, and the output fields the
     method's declaration keeps (``MethodSpec.result_fields``). A failed question's state is
     lost: its answer, note, trace, costs and fallbacks are null; its retries are known
-    (``state["retries"]``)."""
+    (``state["retries"]``). A field the run never wrote has its empty value
+    (``MethodSpec.output_defaults``: ``steps`` 0 where the loop never ran, not null)."""
     failed = error is not None
+    empty = {} if failed else spec.output_defaults()
     passage_ids = list(state.get("passage_ids") or [])
     waited = state.get("waited_s", 0.0)
     return {
@@ -87,9 +89,9 @@ def result_row(
         "metrics": metrics,
         # what the method declares worth keeping: the best note (note methods, Amber's best
         # memory), ReSP's memory (what its generator read), ...
-        **{key: state.get(key) for key in spec.result_fields},
+        **{key: state.get(key, empty.get(key)) for key in spec.result_fields},
         "stop_reason": state.get("stop_reason"),
-        "steps": state.get("steps"),
+        "steps": state.get("steps", empty.get("steps")),
         "queries": state.get(spec.queries) if spec.queries else None,
         "trace": state.get("trace", []) if not failed else None,
         "llm_calls": None if failed else state.get("llm_calls", 0),

@@ -6,17 +6,22 @@ added, the verdict; the answer and its cost).
     noterag ask "..." --json > run.json
     noterag trace run.json --html run.html     # render a saved run (or one results.jsonl row)
 
-A run is the final state of a graph plus what only the stream shows, recorded by ``Recorder``:
-``retrieved`` (every passage read, with its text: the output state keeps only ids), ``events``
-(the custom progress events, e.g. Amber's reviewer/challenger/refiner replies), ``method`` and
-``elapsed_s``. An eval results.jsonl row carries the trace and costs but no passage text; its
-passages show by id.
+A run is the final state of a graph plus what only the stream shows, recorded by ``Recorder``
+(``RECORDED``: names no method's output may take): ``retrieved_passages`` (every passage read,
+with its text: the output state keeps only ids), ``searches`` (each search's query, k and
+passage ids), ``events`` (the custom progress events, e.g. Amber's reviewer/challenger/refiner
+replies), ``method`` and ``elapsed_s``. An eval results.jsonl row carries the trace and costs
+but no passage text; its passages show by id. (Runs written before 0.2 keep the passages under
+``retrieved``; they render alike.)
 
 The page is one file with inline CSS, no script, no external resource, and a Content Security
 Policy that forbids both; every value from the run is escaped (passage text is hostile input).
 It is rendered by Jinja2 with autoescaping from templates shipped in the package
 (noterag/trace/templates/trace.html.j2, trace.css and the step-card layouts under trace/); each
-method's step cards have a layout of their own (``layout_for``, ``render_html``).
+method's step cards have a layout of their own (``layout_for``, ``render_html``). Whatever the
+layout draws, every passage the run read is on the page: those its step cards do not show are
+listed after them, under the search that found them ("Also retrieved": e.g. DeepNote's
+searches find more than the k new passages a step keeps).
 """
 
 from __future__ import annotations
@@ -42,6 +47,12 @@ class TraceInputError(NoteragError):
     """A run file the viewer cannot read (missing, not JSON, not a run)."""
 
 
+# What a recorded run adds to the method's output (``Recorder.run``, ``noterag ask --json``): no
+# method's output field may have one of these names (tests/test_method_contracts.py checks it),
+# or the recording would overwrite it.
+RECORDED = ("retrieved_passages", "searches", "events", "elapsed_s", "method")
+
+
 # --------------------------------------------------------------------------- recording
 
 
@@ -57,6 +68,7 @@ class Recorder:
         self.keys = keys
         self.final: dict[str, Any] | None = None
         self.passages: dict[str, dict[str, Any]] = {}
+        self.searches: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self._started = time.perf_counter()
 
@@ -71,16 +83,25 @@ class Recorder:
                 return
             # First text wins: the text as retrieved (Amber's sentence filter rewrites it later;
             # the extracted sentences are in its events).
-            for passage in chunk.get("passages") or []:
-                if isinstance(passage, dict) and "id" in passage:
-                    self.passages.setdefault(str(passage["id"]), dict(passage))
+            found = [p for p in chunk.get("passages") or [] if isinstance(p, dict) and "id" in p]
+            for passage in found:
+                self.passages.setdefault(str(passage["id"]), dict(passage))
+            self.searches.append(
+                {
+                    "query": chunk.get("query"),
+                    "k": chunk.get("k"),
+                    "passage_ids": [str(p["id"]) for p in found],
+                }
+            )
 
     def run(self, **meta: Any) -> dict[str, Any]:
-        """The final state with ``retrieved``, ``events`` and ``elapsed_s`` (and ``meta``)."""
+        """The final state with ``retrieved_passages``, ``searches``, ``events`` and
+        ``elapsed_s`` (and ``meta``)."""
         return (
             (self.final or {})
             | {
-                "retrieved": list(self.passages.values()),
+                "retrieved_passages": list(self.passages.values()),
+                "searches": self.searches,
                 "events": self.events,
                 "elapsed_s": round(time.perf_counter() - self._started, 3),
             }
@@ -334,7 +355,9 @@ def render_html(run: Mapping[str, Any], layout: Layout | None = None) -> str:
     (``layout_for``). A layout sees ``run``; ``trace`` (its entries that are objects);
     ``passages`` (id -> passage, the text recorded by ``Recorder``); ``events(type, step)`` (the
     custom events of that type at that step); ``diff_words(old, new)``; and the card macros of
-    ``trace/_cards.html.j2`` once it imports them.
+    ``trace/_cards.html.j2`` once it imports them. A passage it draws with the ``passage`` macro
+    (``passage_list``) counts as shown; every other passage the run read is listed after the
+    step cards, under the search that found it (``unshown``).
     """
     check_run(run)
     trace = [e for e in run.get("trace") or [] if isinstance(e, Mapping)]
@@ -346,17 +369,60 @@ def render_html(run: Mapping[str, Any], layout: Layout | None = None) -> str:
     def step_events(kind: str, step: Any) -> list[Mapping[str, Any]]:
         return [e for e in events if e.get("type") == kind and e.get("step") == step]
 
+    shown: set[str] = set()
+
+    def drawn(pid: Any) -> str:  # called by the passage macro (trace/_cards.html.j2)
+        shown.add(str(pid))
+        return ""
+
+    context = {
+        "run": run,
+        "trace": trace,
+        "passages": {str(p.get("id")): p for p in recorded_passages(run) if isinstance(p, Mapping)},
+        "events": step_events,
+        "drawn": drawn,
+    }
     try:
+        # the step cards first, so that what they drew is known when the page lists the rest
+        cards = _template(layout).render(context)
         return _ENV.get_template("trace.html.j2").render(
-            run=run,
+            context,
             method=method or _GUESSED_KIND[_guess_layout(trace)],
-            trace=trace,
-            passages={
-                str(p.get("id")): p for p in run.get("retrieved") or [] if isinstance(p, Mapping)
-            },
-            events=step_events,
             cost=_cost(run),
-            layout=_template(layout),
+            cards=Markup(cards),  # rendered with autoescaping
+            unshown=unshown(run, context["passages"], shown),
         )
     except jinja2.TemplateError as exc:  # a method's own layout that reads what is not there
         raise TraceInputError(f"cannot render the trace page: {exc}") from None
+
+
+def recorded_passages(run: Mapping[str, Any]) -> list[Any]:
+    """The passages a run recorded with their text (``retrieved_passages``; ``retrieved`` in a
+    run written before 0.2, where it is a list: Self-RAG's ``retrieved`` is its decision)."""
+    found = run.get("retrieved_passages")
+    if found is None and isinstance(run.get("retrieved"), list):
+        found = run["retrieved"]
+    return found if isinstance(found, list) else []
+
+
+def unshown(
+    run: Mapping[str, Any], passages: Mapping[str, Any], shown: Collection[str]
+) -> list[dict[str, Any]]:
+    """The passages the run read that the step cards did not draw, as the searches that found
+    them (``{"query", "passage_ids"}``, in the run's order), then the ids no recorded search
+    holds (an eval row records none: its ``passage_ids``) under the query None."""
+    seen = set(shown)
+    found: list[dict[str, Any]] = []
+    for search in run.get("searches") or []:
+        if not isinstance(search, Mapping) or not isinstance(search.get("passage_ids"), list):
+            continue
+        ids = list(dict.fromkeys(str(i) for i in search["passage_ids"] if str(i) not in seen))
+        if ids:
+            found.append({"query": search.get("query"), "passage_ids": ids})
+            seen.update(ids)
+    kept = run.get("passage_ids")
+    rest = [str(i) for i in (kept if isinstance(kept, list) else []) if str(i) not in seen]
+    rest = list(dict.fromkeys([*rest, *(pid for pid in passages if pid not in seen)]))
+    if rest:
+        found.append({"query": None, "passage_ids": rest})
+    return found
