@@ -2,6 +2,10 @@
 
     python bench/throughput.py                                   # vanilla and deepnote
     python bench/throughput.py --methods deepnote --concurrency 1,8,32 --questions 200
+    python bench/throughput.py --rounds 5 --schedule-floor      # the quiet re-measurement
+
+``--rounds R`` runs every configuration R times, interleaved (all of them once, then again), and
+prints each figure's median with the spread (min-max) of wall / ideal.
 
 Each (method, concurrency) runs ``noterag.eval.run_eval`` (the whole runner: durable results
 file, fsync per row, scoring) on N questions (the bundled sample's six, cycled under distinct
@@ -62,6 +66,7 @@ import heapq
 import itertools
 import json
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -191,6 +196,25 @@ def bench_run(
     }
 
 
+def medians(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (method, concurrency, workers): each figure's median over the rounds, and
+    ``min`` / ``max`` of wall / ideal (the spread)."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for run in runs:
+        groups.setdefault((run["method"], run["concurrency"], run["workers"]), []).append(run)
+    found = []
+    for mine in groups.values():
+        row = {
+            key: statistics.median(r[key] for r in mine)
+            if isinstance(value, float)
+            else mine[-1][key]
+            for key, value in mine[0].items()
+        }
+        spread = [r["wall_over_ideal"] for r in mine]
+        found.append(row | {"rounds": len(mine), "min": min(spread), "max": max(spread)})
+    return found
+
+
 def zero_overhead_schedule(questions: list[list[float]], turns: int, in_progress: int) -> float:
     """The end of the run if the client cost nothing: ``in_progress`` questions at once (the
     next one, in order, starting as one ends), their requests served ``turns`` at a time in the
@@ -259,6 +283,9 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--serial-questions", type=int, default=40)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="runs of each configuration (median, min-max)"
+    )
     parser.add_argument("--base-ms", type=float, default=100)
     parser.add_argument("--per-token-ms", type=float, default=2)
     parser.add_argument("--json", type=Path)
@@ -283,22 +310,30 @@ def main() -> None:
         for method in args.methods.split(","):
             # warm-up: imports, first graph build, connection pool
             bench_run(method, 2, 2, dataset, sim, index, Path(tmp) / "warm")
-            for c in (int(x) for x in args.concurrency.split(",") if x):  # "": workers only
-                n = (
-                    args.questions
-                    if c > 1 or method in FAST
-                    else min(args.questions, args.serial_questions)
-                )
-                row = bench_run(method, c, n, dataset, sim, index, Path(tmp) / f"{method}-{c}")
-                rows.append(row)
-                print(f"  {method} x{c}: {row['wall_s']:.1f} s", flush=True)
-        for method in args.methods.split(","):
-            for c in (int(x) for x in args.total_concurrency.split(",") if x):
-                for w in (int(x) for x in args.workers.split(",") if x):
-                    out = Path(tmp) / f"{method}-{c}-w{w}"
-                    row = bench_run(method, c, args.questions, dataset, sim, index, out, w)
-                    worker_rows.append(row)
-                    print(f"  {method} x{c} workers {w}: {row['wall_s']:.1f} s", flush=True)
+        # Rounds interleaved (every configuration once, then again): a burst of load from
+        # elsewhere on the machine spreads over the configurations instead of hitting one.
+        for round_ in range(1, args.rounds + 1):
+            for method in args.methods.split(","):
+                for c in (int(x) for x in args.concurrency.split(",") if x):  # "": workers only
+                    n = (
+                        args.questions
+                        if c > 1 or method in FAST
+                        else min(args.questions, args.serial_questions)
+                    )
+                    out = Path(tmp) / f"{method}-{c}"
+                    row = bench_run(method, c, n, dataset, sim, index, out) | {"round": round_}
+                    rows.append(row)
+                    print(f"  {method} x{c} round {round_}: {row['wall_s']:.1f} s", flush=True)
+            for method in args.methods.split(","):
+                for c in (int(x) for x in args.total_concurrency.split(",") if x):
+                    for w in (int(x) for x in args.workers.split(",") if x):
+                        out = Path(tmp) / f"{method}-{c}-w{w}"
+                        row = bench_run(method, c, args.questions, dataset, sim, index, out, w)
+                        worker_rows.append(row | {"round": round_})
+                        print(
+                            f"  {method} x{c} workers {w} round {round_}: {row['wall_s']:.1f} s",
+                            flush=True,
+                        )
         if args.schedule_floor:
             totals = [int(x) for x in args.total_concurrency.split(",") if x]
             for method in args.methods.split(","):
@@ -317,10 +352,12 @@ def main() -> None:
                 cache_rows.append(row | {"run": attempt})
                 print(f"  cache, {attempt} run: {row['requests']} requests", flush=True)
 
+    runs, worker_runs = rows, worker_rows
+    rows, worker_rows = medians(runs), medians(worker_runs)
     if rows:
         print(
             f"\nEval throughput (run_eval against the simulated endpoint, {args.base_ms:g} ms + "
-            f"{args.per_token_ms:g} ms/token; provisional)"
+            f"{args.per_token_ms:g} ms/token; median of {args.rounds} round(s))"
         )
         print_table(
             rows,
@@ -333,6 +370,8 @@ def main() -> None:
                 ("model_s", "model s", ".2f"),
                 ("ideal_s", "ideal s", ".2f"),
                 ("wall_over_ideal", "wall/ideal", ".3f"),
+                ("min", "min", ".3f"),
+                ("max", "max", ".3f"),
                 ("per_q_ms", "ms/q", ".1f"),
                 ("cpu_s", "CPU s", ".2f"),
                 ("cpu_ms_per_q", "CPU ms/q", ".1f"),
@@ -356,6 +395,8 @@ def main() -> None:
                 ("wall_s", "wall s", ".2f"),
                 ("ideal_s", "ideal s", ".2f"),
                 ("wall_over_ideal", "wall/ideal", ".3f"),
+                ("min", "min", ".3f"),
+                ("max", "max", ".3f"),
                 ("cpu_s", "CPU s (all)", ".2f"),
                 ("wall_over_floor", "wall/max(ideal,CPU/workers)", ".3f"),
                 ("drain_s", "drain s", ".2f"),
@@ -392,7 +433,14 @@ def main() -> None:
                 ("cpu_s", "CPU s (all)", ".2f"),
             ],
         )
-    data = {"runs": rows, "workers": worker_rows, "cache": cache_rows, "floor": floor_rows}
+    data = {
+        "runs": runs,
+        "workers": worker_runs,
+        "medians": rows,
+        "worker_medians": worker_rows,
+        "cache": cache_rows,
+        "floor": floor_rows,
+    }
     print(f"wrote {write_results('throughput', data, args.json)}")
 
 

@@ -654,15 +654,15 @@ def test_a_full_disk_mid_run_stops_it_naming_the_file(
     from noterag.eval import runner
 
     data, run, model = jsonl(tmp_path / "q.jsonl", questions(6)), tmp_path / "run", answering()
-    real_append, appended = runner._ResultsWriter.append, []
+    real_extend, appended = runner._ResultsWriter.extend, []
 
-    def append(self: Any, row: dict[str, Any]) -> None:
+    def extend(self: Any, rows: list[dict[str, Any]]) -> None:  # the eval's group writes
         if len(appended) == 2:
             raise OSError(errno.ENOSPC, "No space left on device")
-        appended.append(row["id"])
-        real_append(self, row)
+        appended.extend(row["id"] for row in rows)
+        real_extend(self, rows)
 
-    monkeypatch.setattr(runner._ResultsWriter, "append", append)
+    monkeypatch.setattr(runner._ResultsWriter, "extend", extend)
     with pytest.raises(RunDirError) as raised:
         evaluate("vanilla", data, run, model, concurrency=1)
     message = str(raised.value)

@@ -313,7 +313,7 @@ def run_eval(
                         todo,
                         concurrency + spare,
                         lambda ex: answer_one(graph, spec, ex, config, turns),
-                        keep,
+                        keep.keep_async,
                         meter,
                     )
 
@@ -628,6 +628,30 @@ class _Keeper:
         self.writer = _ResultsWriter(run_dir / RESULTS_FILE)
 
     def __call__(self, row: dict[str, Any]) -> None:
+        self._check_index()
+        try:
+            self.writer.append(row)
+        except OSError as exc:
+            raise self._unwritable(exc) from None
+
+    async def keep_async(self, row: dict[str, Any]) -> None:
+        """``keep(row)`` on the run's event loop: the write and its fsync in a worker thread,
+        with the rows kept meanwhile (``loop.LineWriter.append_async``)."""
+        self._check_index()
+        try:
+            await self.writer.append_async(row)
+        except OSError as exc:
+            raise self._unwritable(exc) from None
+
+    def _unwritable(self, exc: OSError) -> loop.Abort:
+        return loop.Abort(
+            RunDirError(
+                f"cannot write {self.writer.path}: {exc.strerror or exc}; the rows written "
+                "before are kept"
+            )
+        )
+
+    def _check_index(self) -> None:
         for directory, build in self.bound.items():
             now = index_identity(directory)
             if now != build:
@@ -641,15 +665,6 @@ class _Keeper:
                     ),
                     resumable=False,
                 )
-        try:
-            self.writer.append(row)
-        except OSError as exc:
-            raise loop.Abort(
-                RunDirError(
-                    f"cannot write {self.writer.path}: {exc.strerror or exc}; the rows written "
-                    "before are kept"
-                )
-            ) from None
 
     def __enter__(self) -> Self:
         return self

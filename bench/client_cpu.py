@@ -1,0 +1,307 @@
+"""The eval client's CPU per model call, beside bare loops making the same calls (issue 36).
+
+    python bench/client_cpu.py                          # vanilla and deepnote, concurrency 32
+    python bench/client_cpu.py --rounds 3 --questions 200 --profile deepnote
+
+Each method runs ``noterag.eval.run_eval`` (the whole runner: graph, retrieval, parsing, durable
+rows, scoring) against bench/sim_endpoint.py in its own process (bench/sim_process.py, so the
+endpoint's CPU is not counted), at ``--concurrency`` questions waiting on the model. The requests
+it sends are recorded (their JSON bodies, kept by an httpx request hook: a list append) and the
+same requests are then sent, ``--concurrency`` at a time, by loops that leave out a layer each:
+
+- ``noterag model``: the eval's chat model alone (``load_chat_model("openai:sim@...")``: its
+  request hooks, turns, deadline and reply check), ``ainvoke`` on the same messages;
+- ``ChatOpenAI``: a plain ``langchain_openai.ChatOpenAI`` (LangChain's floor), ``ainvoke``;
+- ``AsyncOpenAI``: the openai SDK's ``chat.completions.create`` with the same bodies;
+- ``httpx``: a bare ``httpx.AsyncClient`` posting the same bodies and decoding the JSON reply
+  (the transport's floor).
+
+Printed per method: CPU per call (the process's user + system time over the run / the requests
+the endpoint served), the ratio to the ChatOpenAI loop (target for the eval: <= 1.25x), and
+what each layer adds. ``--rounds``: each figure is the median over rounds, with its min-max.
+``--profile METHOD``: cProfile over one more eval run of METHOD, its top entries by own time.
+Writes JSON (default bench/results/client_cpu.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import pstats
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import print_table, write_results
+from sim_process import SimProcess
+
+from noterag.eval import run_eval
+from noterag.eval.loop import run_on_loop
+from noterag.models import load_chat_model
+from noterag.models.http import http_library
+from noterag.models.turns import ModelTurns, question_turns
+from noterag.retrievers.sample import sample_index, sample_questions
+
+LOOPS = ("noterag model", "ChatOpenAI", "AsyncOpenAI", "httpx")
+
+
+def write_dataset(path: Path, n: int) -> Path:
+    base = sample_questions()
+    with path.open("w") as out:
+        for i in range(n):
+            q = base[i % len(base)]
+            out.write(json.dumps(q | {"id": f"{q['id']}-{i}"}) + "\n")
+    return path
+
+
+def cpu_s() -> float:
+    """This process's CPU time (all its threads): the endpoint runs in another process."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def eval_run(
+    method: str,
+    n: int,
+    concurrency: int,
+    dataset: Path,
+    index: Path,
+    sim: SimProcess,
+    out: Path,
+    profile: cProfile.Profile | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One run_eval at ``concurrency``: its row (CPU per call) and the request bodies it sent."""
+    model = load_chat_model(f"openai:sim@{sim.url}")
+    bodies: list[bytes] = []
+
+    async def keep(request: Any) -> None:
+        if request.url.path.endswith("/chat/completions"):
+            bodies.append(request.content)
+
+    model.http_async_client.event_hooks["request"].append(keep)
+    sim.records()
+    started, cpu = time.perf_counter(), cpu_s()
+    if profile is not None:
+        profile.enable()
+    run_eval(
+        method,
+        dataset,
+        out,
+        index=f"bm25:{index}",
+        model=model,
+        limit=n,
+        concurrency=concurrency,
+        progress=False,
+        force=True,
+        model_label="sim",
+    )
+    if profile is not None:
+        profile.disable()
+    wall, cpu = time.perf_counter() - started, cpu_s() - cpu
+    requests = len(sim.records())
+    errors = sum(1 for line in (out / "results.jsonl").open() if json.loads(line)["error"])
+    row = {
+        "method": method,
+        "client": "noterag eval",
+        "calls": requests,
+        "questions": n,
+        "errors": errors,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "cpu_ms_per_call": 1000 * cpu / max(1, requests),
+    }
+    return row, [json.loads(body) for body in bodies]
+
+
+async def _pump(
+    payloads: list[dict[str, Any]],
+    concurrency: int,
+    call: Callable[[dict[str, Any]], Awaitable[Any]],
+    turns: bool = False,
+) -> None:
+    """Send every payload through ``call``, ``concurrency`` at a time (each of the workers in
+    its own question's turns when ``turns``, as an eval's questions are)."""
+    queue = iter(payloads)
+    shared = ModelTurns(concurrency) if turns else None
+
+    async def worker() -> None:
+        with question_turns(shared):
+            for payload in queue:
+                await call(payload)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def loop_run(
+    client: str, payloads: list[dict[str, Any]], concurrency: int, url: str, method: str
+) -> dict[str, Any]:
+    """The same requests through one bare client: its row (CPU per call)."""
+    import openai
+    from langchain_core.messages import convert_to_messages
+    from langchain_openai import ChatOpenAI
+
+    body = payloads[0]
+    settings = {k: body[k] for k in ("temperature", "top_p") if k in body}
+    # built before the clock starts: the eval's prompts are rendered in its graph, not here
+    messages = [convert_to_messages(p["messages"]) for p in payloads]
+    jobs: list[Any]
+    turns = False
+    if client == "noterag model":
+        model = load_chat_model(f"openai:sim@{url}")
+        jobs, turns = messages, True
+
+        async def call(job: Any) -> Any:
+            return await model.ainvoke(job)
+    elif client == "ChatOpenAI":
+        model = ChatOpenAI(model="sim", base_url=url, api_key="EMPTY", **settings)
+        jobs = messages
+
+        async def call(job: Any) -> Any:
+            return await model.ainvoke(job)
+    elif client == "AsyncOpenAI":
+        sdk = openai.AsyncOpenAI(base_url=url, api_key="EMPTY")
+        jobs = payloads
+
+        async def call(job: Any) -> Any:
+            return await sdk.chat.completions.create(**job)
+    else:  # the library the SDK is built on (httpx, or its successor httpx2)
+        http = http_library().AsyncClient(limits=openai.DEFAULT_CONNECTION_LIMITS, timeout=60)
+        jobs = payloads
+        endpoint = url + "/chat/completions"
+
+        async def call(job: Any) -> Any:
+            response = await http.post(endpoint, json=job)
+            response.raise_for_status()
+            return response.json()
+
+    measured: list[float] = []
+
+    async def main() -> None:
+        # one warm-up request: connections opened, lazy imports done
+        await call(jobs[0])
+        started, cpu = time.perf_counter(), cpu_s()
+        await _pump(jobs, concurrency, call, turns)
+        measured.extend([time.perf_counter() - started, cpu_s() - cpu])
+
+    # the eval's own event loop, executor and frozen heap (noterag.eval.loop)
+    run_on_loop(main, 2 * concurrency, "bench-loop")
+    wall, cpu = measured
+    return {
+        "method": method,
+        "client": client,
+        "calls": len(jobs),
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "cpu_ms_per_call": 1000 * cpu / len(jobs),
+    }
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", default="vanilla,deepnote")
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--base-ms", type=float, default=100)
+    parser.add_argument("--per-token-ms", type=float, default=2)
+    parser.add_argument(
+        "--profile", default="", help="methods to profile (cProfile), e.g. deepnote"
+    )
+    parser.add_argument("--top", type=int, default=25, help="profile entries printed")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    index = sample_index()
+    methods = [m for m in args.methods.split(",") if m]
+    rows: list[dict[str, Any]] = []
+    profiles: dict[str, str] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="noterag-client-cpu-") as tmp,
+        SimProcess(args.base_ms, args.per_token_ms) as sim,
+    ):
+        dataset = write_dataset(Path(tmp) / "questions.jsonl", args.questions)
+        for method in methods:
+            # warm-up: imports, first graph build, connection pool
+            eval_run(method, 4, 2, dataset, index, sim, Path(tmp) / "warm")
+            for round_ in range(args.rounds):
+                out = Path(tmp) / f"{method}-{round_}"
+                row, payloads = eval_run(
+                    method, args.questions, args.concurrency, dataset, index, sim, out
+                )
+                rows.append(row | {"round": round_ + 1})
+                for client in LOOPS:
+                    loop_row = loop_run(client, payloads, args.concurrency, sim.url, method)
+                    rows.append(loop_row | {"round": round_ + 1})
+                print(f"  {method} round {round_ + 1}: {row['calls']} calls", flush=True)
+            if method in args.profile.split(","):
+                profile = cProfile.Profile()
+                out = Path(tmp) / f"{method}-profile"
+                eval_run(
+                    method, args.questions, args.concurrency, dataset, index, sim, out, profile
+                )
+                text = io.StringIO()
+                pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(args.top)
+                profiles[method] = text.getvalue()
+
+    summary = []
+    for method in methods:
+        mine = [r for r in rows if r["method"] == method]
+        floor = spread([r["cpu_ms_per_call"] for r in mine if r["client"] == "ChatOpenAI"])[
+            "median"
+        ]
+        for client in ("noterag eval", *LOOPS):
+            found = spread([r["cpu_ms_per_call"] for r in mine if r["client"] == client])
+            summary.append(
+                {
+                    "method": method,
+                    "client": client,
+                    "rounds": sum(1 for r in mine if r["client"] == client),
+                    "calls": next(r["calls"] for r in mine if r["client"] == client),
+                    "cpu_ms_per_call": found["median"],
+                    "min": found["min"],
+                    "max": found["max"],
+                    "over_chatopenai": found["median"] / floor,
+                }
+            )
+    print(
+        f"\nClient CPU per model call (concurrency {args.concurrency}, simulated endpoint "
+        f"{args.base_ms:g} ms + {args.per_token_ms:g} ms/token in its own process; "
+        f"median over {args.rounds} round(s))"
+    )
+    print_table(
+        summary,
+        [
+            ("method", "method", "s"),
+            ("client", "client", "s"),
+            ("calls", "calls", "d"),
+            ("cpu_ms_per_call", "CPU ms/call", ".3f"),
+            ("min", "min", ".3f"),
+            ("max", "max", ".3f"),
+            ("over_chatopenai", "x ChatOpenAI", ".2f"),
+        ],
+    )
+    print("target: noterag eval <= 1.25x the ChatOpenAI loop's CPU per call")
+    for method, text in profiles.items():
+        print(f"\ncProfile of one {method} eval run (top {args.top} by own time):")
+        print(text)
+    path = write_results(
+        "client_cpu", {"runs": rows, "summary": summary, "profiles": profiles}, args.json
+    )
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
