@@ -61,7 +61,10 @@ class MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         warnings.warn(
             f"{module.__name__} has moved to {new}; the old path goes in noterag 0.3",
             DeprecationWarning,
-            stacklevel=3,
+            # 2: the importing line. warnings skips importlib's frames by itself; 3 went past
+            # the importer ("sys:1"), and Python's default filter, which shows a
+            # DeprecationWarning only where __main__ triggers it, then hid it from scripts.
+            stacklevel=2,
         )
         sys.modules[module.__name__] = importlib.import_module(new)
 

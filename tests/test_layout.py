@@ -107,6 +107,18 @@ def test_old_path_imports_the_moved_module_with_a_warning(
         assert importlib.import_module(f"noterag.{old}") is new
 
 
+def test_the_warning_points_at_the_importing_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python shows a DeprecationWarning by default only where __main__ triggers it: the warning
+    must name the line that imports the old path, not importlib's frames (it said "sys:1", so a
+    script's ``import noterag.spec`` printed nothing)."""
+    monkeypatch.delitem(sys.modules, "noterag.spec", raising=False)
+    with pytest.warns(DeprecationWarning, match="noterag.spec has moved") as caught:
+        import noterag.spec  # noqa: F401
+    assert [(Path(w.filename), w.lineno) for w in caught] == [
+        (Path(__file__), sys._getframe().f_lineno - 2)
+    ]
+
+
 def test_a_path_that_never_existed_is_still_an_import_error() -> None:
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("noterag.not_a_module")
