@@ -66,7 +66,7 @@ bench: $(VENV)/.installed
 # noterag/data/method_costs.json lacks or measured with other prompts, and drops the methods no
 # longer registered (seconds per method, against the simulated endpoint).
 register: $(VENV)/.installed
-	$(PY) -m noterag.cli.docs --write
+	$(PY) -m noterag.cli.docs --write --root .
 	$(PY) bench/method_costs.py --missing
 
 # The package as it installs: noterag/ with graphs/, nodes/, prompts/, retrievers/, tables/ as

@@ -10,6 +10,17 @@ requests that hang past any client timeout (until the server stops), and 200 OK 
 text no reply parser reads. It counts what it did and how many requests were retries (the
 openai client numbers its attempts in the ``x-stainless-retry-count`` header).
 
+A prompt's stage is found in two ways. The stages listed in ``STAGES`` are recognised by a phrase
+only their prompt holds, and answered by a reply written by hand in the shape their parser reads.
+Every other prompt is matched against the templates every registered method declares (its prompt
+sets, ``MethodSpec.prompts``): the template whose literal text the prompt holds names the stage,
+so a method added later is recognised without an edit here. Its reply continues the prompt as the
+template's own example does: a template that ends with a cue (``Follow-up:``) and shows that cue
+earlier, in a worked example, is answered with what follows the cue there, so the method's loop
+reads a reply in its own format and runs; a template without such an example is answered as
+``answer`` is. ``STAGES`` keeps the built-in methods' recorded costs
+(noterag/data/method_costs.json) as they were measured.
+
 Like OpenAI and vLLM, it streams a reply as server-sent chunks when the request says
 ``"stream": true`` (with a last usage chunk for ``stream_options.include_usage``), and lists each
 token's log-probability when it says ``"logprobs": true`` (every token certain: 0.0; a bracketed
@@ -26,11 +37,12 @@ import json
 import random
 import re
 import socket
+import string
 import struct
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -54,11 +66,128 @@ STAGES = [
 ]
 
 
-def stage_of(prompt: str) -> str:
+# Of a template's literal text, only fragments this long identify it (a "\n" or ": " between two
+# slots is in every prompt).
+MIN_FRAGMENT = 8
+# A prompt is a template's when it holds at least this share of the template's literal text
+# (the rest: fragments a profile or an override changed).
+MIN_SHARE = 0.6
+
+
+@dataclass(frozen=True)
+class Template:
+    """One declared prompt template as the endpoint reads it: the stage it names (its field in
+    the method's prompt set; "answer" for ``answer.<task>``), its literal fragments, and the
+    reply its worked example shows (None: it shows none)."""
+
+    stage: str
+    fragments: tuple[str, ...]
+    ends_with: str
+    example: str | None
+
+    def match(self, prompt: str) -> tuple[float, bool, int, bool] | None:
+        """How well ``prompt`` is this template's rendering (None: not at all): the share of its
+        literal text found, whether the prompt ends as the template does, the characters found;
+        on a tie, an answer prompt (a method that borrows one names it as its own field)."""
+        found = sum(len(f) for f in self.fragments if f in prompt)
+        total = sum(len(f) for f in self.fragments)
+        if not total or found / total < MIN_SHARE:
+            return None
+        ends = bool(self.ends_with) and prompt.rstrip().endswith(self.ends_with)
+        return round(found / total, 2), ends, found, self.stage == "answer"
+
+
+SLOT = "\x00"  # where a slot was, in a template's literal text
+
+
+def literal_parts(prompt: Any) -> list[str]:
+    """A noterag ``Prompt``'s text between its slots, as the rendered prompt holds it."""
+    if prompt.style == "format":  # str.format: "{{" is a literal "{"
+        return [literal for literal, *_ in string.Formatter().parse(prompt.text)]
+    slots = "|".join(re.escape(slot) for slot in sorted(prompt.slots))
+    return re.split(r"\{(?:" + slots + r")\}", prompt.text) if slots else [prompt.text]
+
+
+def example_reply(parts: list[str]) -> str | None:
+    """What the template's worked example answers after the cue the template ends with: the
+    rest of the line after the cue's first use (None: no example, or a line with a slot)."""
+    tail = parts[-1].rstrip()
+    cue = tail.splitlines()[-1].strip() if tail.strip() else ""
+    if len(cue) < 2:
+        return None
+    before = SLOT.join([*parts[:-1], tail[: -len(cue)]])  # the slots marked: no reply holds one
+    at = before.find(cue)
+    if at < 0:
+        return None
+    line = before[at + len(cue) :].split("\n", 1)[0].strip()
+    return line if line and SLOT not in line else None
+
+
+def template_of(stage: str, prompt: Any) -> Template:
+    parts = literal_parts(prompt)
+    fragments = tuple(dict.fromkeys(f.strip() for f in parts if len(f.strip()) >= MIN_FRAGMENT))
+    return Template(stage, fragments, parts[-1].strip(), example_reply(parts))
+
+
+def declared_prompts(prompt_set: Any) -> list[tuple[str, Any]]:
+    """A prompt set's templates with the stage each names: its field's name ("answer" for each
+    task's answer prompt), every ``Prompt`` of a field holding one or a dict of them."""
+    from noterag.core.prompt import Prompt
+
+    found = []
+    for f in fields(prompt_set):
+        value = getattr(prompt_set, f.name)
+        prompts = value.values() if isinstance(value, dict) else [value]
+        found += [(f.name, p) for p in prompts if isinstance(p, Prompt)]
+    return found
+
+
+def declared_templates() -> list[Template]:
+    """Every template of every registered method's prompt sets, in the registry's order."""
+    from noterag.registry.methods import METHODS
+
+    return [
+        template_of(stage, prompt)
+        for spec in METHODS.values()
+        for prompt_set in spec.prompts.values()
+        for stage, prompt in declared_prompts(prompt_set)
+    ]
+
+
+_learned: dict[tuple[int, ...], list[Template]] = {}
+_learned_lock = threading.Lock()
+
+
+def learned_templates() -> list[Template]:
+    """``declared_templates()``, read again when the registry changes (a method registered
+    after the endpoint started is recognised too)."""
+    from noterag.registry.methods import METHODS
+
+    key = tuple(id(spec) for spec in METHODS.values())
+    with _learned_lock:
+        if key not in _learned:
+            _learned.clear()
+            _learned[key] = declared_templates()
+        return _learned[key]
+
+
+def identify(prompt: str) -> tuple[str, str | None]:
+    """The prompt's stage, and the reply its template's example shows (None: none shown)."""
     for stage, phrase in STAGES:
         if phrase in prompt:
-            return stage
-    return "answer"
+            return stage, None
+    best: tuple[tuple[float, bool, int, bool], Template] | None = None
+    for template in learned_templates():
+        score = template.match(prompt)
+        if score is not None and (best is None or score > best[0]):
+            best = score, template
+    if best is None:
+        return "answer", None
+    return best[1].stage, best[1].example
+
+
+def stage_of(prompt: str) -> str:
+    return identify(prompt)[0]
 
 
 @dataclass
@@ -92,12 +221,12 @@ class SimModel:
         self._rng.seed(self.seed)
 
     def reply(self, prompt: str) -> tuple[str, str]:
-        stage = stage_of(prompt)
+        stage, example = identify(prompt)
         words = re.findall(r"[A-Z][a-z]+", prompt)
         topic = " ".join(self._rng.sample(words, min(3, len(words)))) if words else "topic"
         with self._lock:
             coin = self._rng.random()
-        text = {
+        replies = {
             "chunk_filter": '{"NLI result":"useful"}' if coin < 0.7 else '{"NLI result":"useless"}',
             "sentence_filter": f"{topic} is relevant to the question. " * 3,
             "reviewer": f"The notes cover {topic} well but miss some details. " * 4,
@@ -114,8 +243,10 @@ class SimModel:
             "local_summary": f"Yes, {topic}.",
             "global_summary": f"{topic} is described in the passages. [DONE]",
             "answer": topic,
-        }[stage]
-        return stage, text
+        }
+        if stage in replies:
+            return stage, replies[stage]
+        return stage, example if example is not None else topic
 
     def serve(self, prompt: str) -> tuple[str, int]:
         stage, text = self.reply(prompt)

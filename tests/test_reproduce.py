@@ -187,7 +187,11 @@ def test_every_registered_method_has_a_measured_cost() -> None:
     from noterag.registry.methods import METHODS
 
     measured = {key.split("/")[0] for key in method_costs()["costs"]}
-    assert set(METHODS) <= measured
+    missing = sorted(set(METHODS) - measured)
+    assert not missing, (
+        f"noterag/data/method_costs.json has no cost for {', '.join(missing)}: run "
+        "`make register` (it measures the methods the file lacks) and commit the file"
+    )
 
 
 def test_missing_inputs_name_the_download_or_the_command_that_makes_them(
