@@ -1,0 +1,96 @@
+"""Toy follow-up (tests/test_toy_method.py): a method added as files only, as a contributor adds
+one (docs/methods.md, "Adding a method"). The test copies this file to graphs/toy_followup.py of
+a copy of the package tree, beside nodes_toy_followup.py and prompts_toy_followup.py:
+
+    q;  known = ""
+    repeat:  f = LLM(follow-up prompt(q, known))           follow_up
+             if f is no question: stop                     stop_check (no_follow_up)
+             known += the passages retrieved for f
+    until max_steps follow-ups
+    answer = LLM(answer prompt(q, known))                  answer
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from langgraph.graph import END, StateGraph
+from rich.text import Text
+from typing_extensions import TypedDict
+
+from noterag.core.context import MOST_STEPS, RunContext, setting
+from noterag.core.decision import stop_check
+from noterag.core.spec import Deps, MethodSpec
+from noterag.core.state import ChatFields, CostFields
+from noterag.core.step import node
+from noterag.graphs.assemble import builder, server_graph
+from noterag.nodes.answer import answer
+from noterag.nodes.toy_followup import follow_up
+from noterag.prompts import toy_followup as prompts
+
+
+@dataclass(kw_only=True)
+class FollowUpContext(RunContext):
+    max_steps: int = setting(3, "Follow-up questions at most.", ge=1, le=MOST_STEPS)
+
+
+class FollowUpOutput(TypedDict, total=False):
+    answer: str
+    follow_ups: list[str]
+    steps: int
+    trace: list[dict[str, Any]]
+    stop_reason: str
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class FollowUpState(CostFields, ChatFields, total=False):
+    question: str
+    task: str
+    answer: str
+    best_note: str  # what is known: the answer prompt's {note}
+    follow_ups: Annotated[list[str], operator.add]
+    asked_none: bool  # the last reply asked no follow-up question
+    steps: int
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    stop_reason: str
+
+
+def no_follow_up(state: Any, ctx: Any, profile: Any) -> str | None:
+    """Stop when the model asks no follow-up question, or after max_steps of them."""
+    steps = state.get("steps", 0)
+    if state.get("asked_none"):
+        return f"no follow-up question after {steps} step(s)"
+    return f"{steps} follow-ups (max_steps = {ctx.max_steps})" if steps >= ctx.max_steps else None
+
+
+def wire(graph: StateGraph, deps: Deps) -> None:
+    graph.add_node("follow_up", node(follow_up, deps))
+    graph.add_node("stop_check", stop_check(no_follow_up, deps, go_on="follow_up"))
+    graph.add_node("answer", node(answer, deps))
+    graph.add_edge("question", "follow_up")
+    graph.add_edge("follow_up", "stop_check")
+    graph.add_edge("answer", END)
+
+
+SPEC = MethodSpec(
+    name="toy-followup",
+    title="Toy follow-up (tests/test_toy_method.py)",
+    summary="asks follow-up questions and reads their passages until it asks none",
+    context=FollowUpContext,
+    state=FollowUpState,
+    output=FollowUpOutput,
+    stops=(no_follow_up,),
+    roles=("follow_up", "answer"),
+    prompts={"paper": prompts.PAPER},
+    wire=wire,
+    result_fields=("follow_ups",),
+    trace_view="generic",
+    progress={"follow_up": lambda event: Text(f"follow-up: {event['question']}")},
+)
+
+build = builder(SPEC)
+make_graph = server_graph(SPEC)  # langgraph.json
