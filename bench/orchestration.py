@@ -58,6 +58,7 @@ from sim_process import SimProcess
 import noterag
 from noterag.models import load_chat_model
 from noterag.retrievers import load_retriever
+from noterag.retrievers.base import SearchMixin
 from noterag.retrievers.sample import sample_index, sample_questions
 
 # Calls of these stages, when consecutive, may run concurrently.
@@ -234,15 +235,21 @@ def _floor_parts() -> tuple[Any, Any, list[Any], list[Any]]:
             steps.append(step_of(run_manager))
             return super()._generate(messages, stop, run_manager, **kw)
 
-    class LoggingRetriever(KeywordRetriever):
+    # A SearchMixin, as noterag's own indexes are: their async path takes k, so both sides
+    # await it on the event loop (noterag.retrievers.calls; another retriever kind would be
+    # searched in a worker thread by noterag and not by the bare loop, a hop per search counted
+    # as noterag's).
+    class LoggingRetriever(SearchMixin, KeywordRetriever):
         def _get_relevant_documents(
             self, query: str, *, run_manager: Any = None, k: int | None = None
         ) -> Any:
             log.append(("search", query, k))
             steps.append(step_of(run_manager))
-            return super()._get_relevant_documents(query, run_manager=run_manager, k=k)
+            return KeywordRetriever._get_relevant_documents(
+                self, query, run_manager=run_manager, k=k
+            )
 
-        # Async as a real index is (no executor thread hop per search, in either graph).
+        # On the event loop, as a quick in-process index is searched (SearchMixin._quick).
         async def _aget_relevant_documents(
             self, query: str, *, run_manager: Any = None, k: int | None = None
         ) -> Any:
