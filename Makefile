@@ -56,6 +56,7 @@ demo: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) bench/orchestration.py
 	$(PY) bench/throughput.py
+	$(PY) bench/client_cpu.py
 	$(PY) bench/retrieval.py
 	$(PY) bench/retrieval_quick.py
 	$(PY) bench/dense_build.py --limit 256

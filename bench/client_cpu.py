@@ -9,6 +9,9 @@ endpoint's CPU is not counted), at ``--concurrency`` questions waiting on the mo
 it sends are recorded (their JSON bodies, kept by an httpx request hook: a list append) and the
 same requests are then sent, ``--concurrency`` at a time, by loops that leave out a layer each:
 
+- ``noterag graph``: the method's graph alone (``build_graph`` over the same model spec and
+  index), ``ainvoke`` on the same questions in their turns, ``--concurrency`` at a time: what
+  the eval adds on top (rows, scores, counters, the durable results file) is the difference;
 - ``noterag model``: the eval's chat model alone (``load_chat_model("openai:sim@...")``: its
   request hooks, turns, deadline and reply check), ``ainvoke`` on the same messages;
 - ``ChatOpenAI``: a plain ``langchain_openai.ChatOpenAI`` (LangChain's floor), ``ainvoke``;
@@ -51,7 +54,7 @@ from noterag.models.http import http_library
 from noterag.models.turns import ModelTurns, question_turns
 from noterag.retrievers.sample import sample_index, sample_questions
 
-LOOPS = ("noterag model", "ChatOpenAI", "AsyncOpenAI", "httpx")
+LOOPS = ("noterag graph", "noterag model", "ChatOpenAI", "AsyncOpenAI", "httpx")
 
 
 def write_dataset(path: Path, n: int) -> Path:
@@ -139,6 +142,46 @@ async def _pump(
                 await call(payload)
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def graph_run(
+    method: str, n: int, concurrency: int, dataset: Path, index: Path, url: str
+) -> dict[str, Any]:
+    """The method's graph alone on the eval's first ``n`` questions, ``concurrency`` at once in
+    their turns: its row (CPU per call; the calls counted in the graph's own ``llm_calls``)."""
+    import noterag
+    from noterag.datasets import load_dataset
+
+    graph = noterag.build_graph(
+        method, model=load_chat_model(f"openai:sim@{url}"), retriever=f"bm25:{index}"
+    )
+    examples = load_dataset(dataset, limit=n)
+    inputs = [{"question": ex.question, "task": ex.task} for ex in examples]
+    calls: list[int] = []
+
+    async def answer(job: dict[str, Any]) -> None:
+        calls.append((await graph.ainvoke(job))["llm_calls"])
+
+    measured: list[float] = []
+
+    async def main() -> None:
+        await answer(inputs[0])  # warm-up, as the eval's own
+        calls.clear()
+        started, cpu = time.perf_counter(), cpu_s()
+        await _pump(inputs, concurrency, answer, turns=True)
+        measured.extend([time.perf_counter() - started, cpu_s() - cpu])
+
+    run_on_loop(main, 2 * concurrency, "bench-graph")
+    wall, cpu = measured
+    return {
+        "method": method,
+        "client": "noterag graph",
+        "calls": sum(calls),
+        "questions": n,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "cpu_ms_per_call": 1000 * cpu / max(1, sum(calls)),
+    }
 
 
 def loop_run(
@@ -242,7 +285,11 @@ def main() -> None:
                     method, args.questions, args.concurrency, dataset, index, sim, out
                 )
                 rows.append(row | {"round": round_ + 1})
-                for client in LOOPS:
+                graph_row = graph_run(
+                    method, args.questions, args.concurrency, dataset, index, sim.url
+                )
+                rows.append(graph_row | {"round": round_ + 1})
+                for client in LOOPS[1:]:
                     loop_row = loop_run(client, payloads, args.concurrency, sim.url, method)
                     rows.append(loop_row | {"round": round_ + 1})
                 print(f"  {method} round {round_ + 1}: {row['calls']} calls", flush=True)

@@ -14,6 +14,10 @@ questions at the same total concurrency three ways, interleaved ``--rounds`` tim
   once for the benchmark, so its start-up is not in the figures; ``noterag eval --ray local``
   starts one per run).
 
+Each mode runs once on 4 questions first (not recorded): the imports, the first graph build
+and Ray's worker processes are then not in round 1's figures. ``--rounds``: medians with the
+spread (min-max) of wall / ideal.
+
 Printed per run: wall (the run_eval call), model (the sum of both replicas' service times),
 ideal = model / total concurrency, wall / ideal, and each replica's share of the requests;
 start-up (from the call to the first question's start: workers forked, or Ray actors placed
@@ -129,7 +133,14 @@ def main() -> None:
             root = Path(tmp)
             dataset = write_dataset(root / "questions.jsonl", args.questions)
             index = sample_index(root / "cache")
+            warm = write_dataset(root / "warm.jsonl", 4)
             for method in args.methods.split(","):
+                # warm-up, not recorded: imports, the first graph build, Ray's worker processes
+                for mode in MODES:
+                    one_run(
+                        mode, method, args.total_concurrency, warm, index, [first, second],
+                        root / "warm", address,
+                    )  # fmt: skip
                 for round_ in range(args.rounds):
                     for mode in MODES:
                         row = one_run(

@@ -31,6 +31,9 @@ from typing import Any
 from noterag.models.http import http_library
 
 _KEY = "noterag_deadline"
+# Set on a request whose reply the async client reads within ``bounded`` (not streamed): its
+# body is bounded there, so the per-chunk check of ``abound_body`` is not needed.
+_READ_IN_SEND = "noterag_read_in_send"
 
 
 def start_attempt(request: Any) -> float | None:
@@ -75,8 +78,10 @@ def bound_body(response: Any) -> None:
 
 
 async def abound_body(response: Any) -> None:
-    """httpx response hook (async client): ``bound_body``."""
-    bound_body(response)
+    """httpx response hook (async client): ``bound_body``, unless the reply is read within
+    the attempt's ``bounded`` send (a timer per chunk of every reply, saved)."""
+    if not response.request.extensions.get(_READ_IN_SEND):
+        bound_body(response)
 
 
 @functools.cache
@@ -119,11 +124,15 @@ def _stream_class() -> type:
     return DeadlineStream
 
 
-async def bounded(request: Any, send: Any) -> Any:
-    """``await send()`` (the attempt) within ``request``'s deadline, started now."""
+async def bounded(request: Any, send: Any, *, stream: bool = True) -> Any:
+    """``await send()`` (the attempt) within ``request``'s deadline, started now. ``stream``
+    False: ``send`` reads the whole reply (httpx's ``send(stream=False)``), so the deadline
+    bounds its body here and ``abound_body`` leaves it alone."""
     deadline = start_attempt(request)
     if deadline is None:
         return await send()
+    if not stream:
+        request.extensions[_READ_IN_SEND] = True
     try:
         async with asyncio.timeout(deadline - time.monotonic()):
             return await send()

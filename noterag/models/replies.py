@@ -86,31 +86,37 @@ def html_description(body: bytes) -> str:
 
 def _problem(path: str, content_type: str, body: bytes) -> tuple[str, bool] | None:
     """What is wrong with a completion reply (and whether it is a web page), or None."""
+    return _read(path, content_type, body)[0]
+
+
+def _read(path: str, content_type: str, body: bytes) -> tuple[tuple[str, bool] | None, Any]:
+    """``_problem`` and the reply's parsed JSON (None when it is not JSON), so that a good
+    reply is parsed once here (``_drop_bad_usage`` reads the same object)."""
     if not body.strip():
-        return "an empty body", False
+        return ("an empty body", False), None
     if looks_like_html(content_type, body):
         advice = "check that the base URL is the API's (it usually ends in /v1)"
-        return f"{html_description(body)}, not a JSON completion: {advice}", True
+        return (f"{html_description(body)}, not a JSON completion: {advice}", True), None
     try:
         data = json.loads(body)
     except UnicodeDecodeError:
-        return "a body that is not UTF-8 text", False
+        return ("a body that is not UTF-8 text", False), None
     except json.JSONDecodeError as exc:
-        return f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", False
+        return (f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", False), None
     if not isinstance(data, dict):
-        return f"JSON that is not an object (a {type(data).__name__})", False
+        return (f"JSON that is not an object (a {type(data).__name__})", False), data
     choices = data.get("choices")
     if not choices and data.get("error"):
         error = data["error"]
         message = error.get("message") if isinstance(error, dict) else error
-        return f"an error instead of a completion: {message}", False
+        return (f"an error instead of a completion: {message}", False), data
     if not isinstance(choices, list) or not choices:
-        return "a completion with no choices", False
+        return ("a completion with no choices", False), data
     first = choices[0]
     field = "message" if path.endswith("/chat/completions") else "text"
     if not isinstance(first, dict) or first.get(field) is None:
-        return f"a choice with no {field}", False
-    return None
+        return (f"a choice with no {field}", False), data
+    return None, data
 
 
 def is_completion_reply(request: Any, response: Any) -> bool:
@@ -173,15 +179,11 @@ def _valid_usage(usage: Any) -> bool:
     )
 
 
-def _drop_bad_usage(response: Any) -> None:
+def _drop_bad_usage(response: Any, data: Any) -> None:
     """A completion whose ``usage`` is not token counts (``"10"``, ``-5``, a string for the
     object) would fail the question inside LangChain (TypeError) or add wrong numbers to the
-    run's costs: the usage is removed from the reply (the question counts no tokens for it)
-    and the reply counted (``count_bad_usage``)."""
-    try:
-        data = json.loads(response.content)
-    except ValueError:
-        return
+    run's costs: the usage is removed from the reply (``data``, its parsed body; the question
+    counts no tokens for it) and the reply counted (``count_bad_usage``)."""
     if not isinstance(data, dict) or data.get("usage") is None or _valid_usage(data["usage"]):
         return
     del data["usage"]
@@ -194,11 +196,11 @@ def _drop_bad_usage(response: Any) -> None:
 
 
 def _raise_for(response: Any) -> None:
-    found = _problem(
+    found, data = _read(
         response.request.url.path, response.headers.get("content-type", ""), response.content
     )
     if found is None:
-        _drop_bad_usage(response)
+        _drop_bad_usage(response, data)
         return
     problem, page = found
     error = EndpointPageError if page else EndpointReplyError

@@ -136,10 +136,10 @@ def _client_class() -> type:
             # it has its turn: the wait for one is the eval's queue
             mine = _QUESTION.get()
             if mine is None:
-                return await bounded(request, attempt)
+                return await bounded(request, attempt, stream=stream)
             await mine.enter()
             try:
-                response = await bounded(request, attempt)
+                response = await bounded(request, attempt, stream=stream)
             except BaseException:
                 mine.leave()
                 raise
