@@ -210,12 +210,8 @@ def ask_command(
             if value is not None
         }
         # Validate the settings before starting a model: the context dataclass owns the rules.
-        context, settings = parse_context(spec, context, extra or [])
-        if context.get("human_review", "none") != "none":
-            raise ConfigError(
-                "noterag ask does not pause for a human review: human_review is for apps "
-                "(Agent Chat UI, Python with a checkpointer; docs/embedding.md)"
-            )
+        # (a human_review is refused: nothing here would answer the pause)
+        context, settings = parse_context(spec, context, extra or [], "ask")
         if prompts:
             context["prompts"] = prompt_overrides(spec, prompts)
         from noterag.core.tasks import check_task

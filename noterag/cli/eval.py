@@ -130,7 +130,7 @@ def eval_command(
     guard = guard_of(ctx)
     with user_errors(guard):
         method_spec = METHODS[method]  # the one lookup: run_eval takes the spec
-        context, _ = parse_context(method_spec, {}, extra or [])
+        context, _ = parse_context(method_spec, {}, extra or [], "eval")
         if prompts:
             context["prompts"] = prompt_overrides(method_spec, prompts)
         spec = retriever_spec(index, console)

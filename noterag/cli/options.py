@@ -242,12 +242,13 @@ def model_settings(timeout: float | None, max_retries: int | None) -> Any:
 
 
 def parse_context(
-    spec: MethodSpec, options: dict[str, Any], pairs: list[str]
+    spec: MethodSpec, options: dict[str, Any], pairs: list[str], command: str
 ) -> tuple[dict[str, Any], RunContext]:
     """The run's context from the command line's options and ``--context`` pairs, checked
     against the method's settings (e.g. Amber has no max_failures): the values given (what the
     graph and run.json take) and the settings they resolve to (defaults filled in), resolved
-    once here."""
+    once here. A ``human_review`` is refused: no ``noterag COMMAND`` pauses for a person (every
+    question of an eval would fail on it)."""
     schema = spec.context
     unknown = sorted(set(options) - set(setting_names(schema)))
     if unknown:
@@ -269,7 +270,13 @@ def parse_context(
     context = options | from_pairs
     # The context dataclass checks every value, the flags' as the -c pairs' (same rules, same
     # messages).
-    return context, resolve_context(schema, context)
+    settings = resolve_context(schema, context)
+    if getattr(settings, "human_review", "none") != "none":
+        raise ConfigError(
+            f"noterag {command} does not pause for a human review: human_review is for apps "
+            "(Agent Chat UI, Python with a checkpointer; docs/embedding.md)"
+        )
+    return context, settings
 
 
 def _refuse_repeated_pairs(pairs: list[str]) -> None:

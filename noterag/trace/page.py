@@ -11,7 +11,7 @@ A run is the final state of a graph plus what only the stream shows, recorded by
 with its text: the output state keeps only ids), ``searches`` (each search's query, k and
 passage ids), ``events`` (the custom progress events, e.g. Amber's reviewer/challenger/refiner
 replies), ``method`` and ``elapsed_s``. An eval results.jsonl row carries the trace and costs
-but no passage text; its passages show by id. (Runs written before 0.2 keep the passages under
+but no passage text; its passages show by id. (A run noterag 0.1 wrote keeps the passages under
 ``retrieved``; they render alike.)
 
 The page is one file with inline CSS, no script, no external resource, and a Content Security
@@ -375,10 +375,11 @@ def render_html(run: Mapping[str, Any], layout: Layout | None = None) -> str:
         shown.add(str(pid))
         return ""
 
+    passages = {str(p.get("id")): p for p in recorded_passages(run) if isinstance(p, Mapping)}
     context = {
         "run": run,
         "trace": trace,
-        "passages": {str(p.get("id")): p for p in recorded_passages(run) if isinstance(p, Mapping)},
+        "passages": passages,
         "events": step_events,
         "drawn": drawn,
     }
@@ -390,7 +391,7 @@ def render_html(run: Mapping[str, Any], layout: Layout | None = None) -> str:
             method=method or _GUESSED_KIND[_guess_layout(trace)],
             cost=_cost(run),
             cards=Markup(cards),  # rendered with autoescaping
-            unshown=unshown(run, context["passages"], shown),
+            unshown=unshown(run, passages, shown),
         )
     except jinja2.TemplateError as exc:  # a method's own layout that reads what is not there
         raise TraceInputError(f"cannot render the trace page: {exc}") from None
@@ -398,7 +399,7 @@ def render_html(run: Mapping[str, Any], layout: Layout | None = None) -> str:
 
 def recorded_passages(run: Mapping[str, Any]) -> list[Any]:
     """The passages a run recorded with their text (``retrieved_passages``; ``retrieved`` in a
-    run written before 0.2, where it is a list: Self-RAG's ``retrieved`` is its decision)."""
+    run noterag 0.1 wrote, where it is a list: Self-RAG's ``retrieved`` is its decision)."""
     found = run.get("retrieved_passages")
     if found is None and isinstance(run.get("retrieved"), list):
         found = run["retrieved"]
