@@ -27,6 +27,8 @@ default 100 ms + 2 ms/token). Printed per run:
   to start and the turns empty as the last ones finish (questions differ in length, so no
   runner can keep the endpoint full there; part of the gap to the ideal bound at high
   concurrency);
+- start-up: from the call to the first question's start (dataset, index, graph build, the
+  model's reachability check; workers started), in the wall time, not in the ideal;
 - the endpoint's peak and time-averaged number of requests in flight.
 
 Concurrency 1 of a slow method runs ``--serial-questions`` questions (default 40) rather than
@@ -127,15 +129,15 @@ def eval_run(
     out: Path,
     workers: int = 1,
     cache: Path | None = None,
-) -> tuple[float, float, list[Any], list[dict[str, Any]]]:
+) -> tuple[float, float, list[Any], list[dict[str, Any]], float]:
     """One ``run_eval`` against the simulated endpoint: its wall and CPU seconds, the
-    endpoint's records of its requests, and its result rows."""
+    endpoint's records of its requests, its result rows and its start-up seconds."""
     # Workers open their own client from the spec; one process keeps the object, as before.
     model: Any = (
         f"openai:sim@{sim.url}" if workers > 1 else load_chat_model(f"openai:sim@{sim.url}")
     )
     sim.records()
-    started, cpu = time.perf_counter(), _cpu()
+    started, cpu, called_at = time.perf_counter(), _cpu(), time.time()
     run_eval(
         method,
         dataset,
@@ -152,7 +154,10 @@ def eval_run(
     )
     wall, cpu = time.perf_counter() - started, _cpu() - cpu
     rows = [json.loads(line) for line in (out / "results.jsonl").open()]
-    return wall, cpu, sim.records(), rows
+    # the rows' times are wall-clock: from the call to the first question's start (the run's
+    # set-up: dataset, index, graph build, the model's reachability check, workers started)
+    startup = min(r["started_at"] for r in rows) - called_at
+    return wall, cpu, sim.records(), rows, startup
 
 
 def bench_run(
@@ -166,7 +171,7 @@ def bench_run(
     workers: int = 1,
     cache: Path | None = None,
 ) -> dict[str, Any]:
-    wall, cpu, records, rows = eval_run(
+    wall, cpu, records, rows, startup = eval_run(
         method, concurrency, n, dataset, sim, index, out, workers, cache
     )
     model_time = sum(r.end - r.start for r in records) or 1e-9  # a cached run: no requests
@@ -191,6 +196,7 @@ def bench_run(
         "cpu_ms_per_q": 1000 * cpu / n,
         "wall_over_floor": wall / max(model_time / concurrency, cpu / workers),
         "drain_s": drain,
+        "startup_s": startup,
         "max_in_flight": max((r.in_flight for r in records), default=0),
         "mean_in_flight": area / busy if busy else 0.0,
     }
@@ -248,7 +254,7 @@ def schedule_floor(
     """The zero-overhead schedule of ``n`` questions at each total concurrency (see the module
     docstring), from one serial run's service times: with one slot per question, and with the
     eval's turns (as many questions again in progress)."""
-    wall, _, records, rows = eval_run(method, 1, n, dataset, sim, index, out)
+    wall, _, records, rows, _ = eval_run(method, 1, n, dataset, sim, index, out)
     records.sort(key=lambda r: r.start)
     # One at a time, the rows are in the order asked and each made llm_calls requests.
     questions, i = [], 0
@@ -376,6 +382,7 @@ def main() -> None:
                 ("cpu_s", "CPU s", ".2f"),
                 ("cpu_ms_per_q", "CPU ms/q", ".1f"),
                 ("wall_over_floor", "wall/max(ideal,CPU)", ".3f"),
+                ("startup_s", "start-up s", ".2f"),
                 ("drain_s", "drain s", ".2f"),
                 ("max_in_flight", "max in flight", "d"),
                 ("mean_in_flight", "mean in flight", ".1f"),
@@ -399,6 +406,7 @@ def main() -> None:
                 ("max", "max", ".3f"),
                 ("cpu_s", "CPU s (all)", ".2f"),
                 ("wall_over_floor", "wall/max(ideal,CPU/workers)", ".3f"),
+                ("startup_s", "start-up s", ".2f"),
                 ("drain_s", "drain s", ".2f"),
                 ("mean_in_flight", "mean in flight", ".1f"),
                 ("errors", "errors", "d"),
