@@ -3,7 +3,10 @@ without writing them): its Studio schemas, its output (answer, cost, trace, stop
 invoke and ainvoke, its progress events and streamed answer, langgraph.json, its eval row.
 
 Each method runs with a model that answers "ok" to every stage it does not know: whatever the
-method parses from that, it must still end with an answer and say why it stopped.
+method parses from that, it must still end with an answer and say why it stopped. The traps a
+new method could fall into silently (a trace page without its retrievals, ``steps`` or an
+output field missing, a setting accepted and not honoured, an event with no line) are checked
+for every method in tests/test_method_traps.py.
 """
 
 from __future__ import annotations

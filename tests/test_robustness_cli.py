@@ -209,7 +209,7 @@ def test_json_output_escapes_control_characters_and_keeps_the_data(
     assert no_terminal_control(result.stdout.replace("\n", ""))
     state = json.loads(result.stdout)
     assert state["answer"] == "1871\x9b\x1b[2J"  # escaped, not lost
-    assert {p["title"] for p in state["retrieved"]} >= {HOSTILE_TITLE}
+    assert {p["title"] for p in state["retrieved_passages"]} >= {HOSTILE_TITLE}
 
 
 class _Endpoint(BaseHTTPRequestHandler):
