@@ -402,3 +402,18 @@ def test_the_spinner_names_each_step_as_it_runs(method: str) -> None:
     # no note wording where the method has no note step
     if not any("note" in node or "memory" in node for node in ran):
         assert not any("note" in text for text in said)
+
+
+def test_a_follow_up_says_how_it_was_read() -> None:
+    # the question step's event on a thread's follow-up, for every method
+    progress, out = progress_of(noterag.METHODS["vanilla"])
+    progress.event(
+        {"type": "condensed", "asked": "When was he born?", "question": "When was X born?"}
+    )
+    progress.event(
+        {"type": "condensed", "asked": "And he?", "question": "And he?", "fallback": "empty"}
+    )
+    assert out.getvalue().splitlines() == [
+        "follow-up read as: When was X born?",
+        "follow-up read as: And he? (its rewrite was empty: kept as asked)",
+    ]

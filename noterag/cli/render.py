@@ -105,7 +105,16 @@ def answer_line(event: Event) -> Text | None:
     return Text("answer: ", style="bold") + Text(str(event.get("answer", "")))
 
 
+def condensed_line(event: Event) -> Text:
+    # a follow-up on a thread, rewritten from the conversation (noterag.core.question)
+    text = Text("follow-up read as: ", style="cyan") + Text(str(event.get("question", "")))
+    if event.get("fallback"):
+        text.append(f" (its rewrite was {event['fallback']}: kept as asked)", style="yellow")
+    return text
+
+
 RENDERERS: dict[str, Renderer] = {
+    "condensed": condensed_line,
     "passages": passages_line,
     "note": note_line,
     "queries": queries_lines,
