@@ -20,23 +20,29 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
 _FALLBACKS: ContextVar[Counter[str] | None] = ContextVar("noterag_parse_fallbacks", default=None)
 
 
-@contextmanager
-def count_fallbacks() -> Iterator[Counter[str]]:
-    """Count, by kind, the fallbacks the parsers take in this context (see the table above)."""
-    counts: Counter[str] = Counter()
-    token = _FALLBACKS.set(counts)
-    try:
-        yield counts
-    finally:
-        _FALLBACKS.reset(token)
+class count_fallbacks:  # lower case: called as a function, ``with count_fallbacks() as counts``
+    """Count, by kind, the fallbacks the parsers take in this context (see the table above).
+
+    A class rather than a ``@contextmanager`` generator: every graph node runs in one, and the
+    generator's machinery cost more than the counting."""
+
+    __slots__ = ("_token", "counts")
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def __enter__(self) -> Counter[str]:
+        self._token = _FALLBACKS.set(self.counts)
+        return self.counts
+
+    def __exit__(self, *exc: object) -> None:
+        _FALLBACKS.reset(self._token)
 
 
 def fell_back(kind: str) -> None:

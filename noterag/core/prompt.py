@@ -38,6 +38,9 @@ class Prompt:
     style: Literal["slots", "format"] = "slots"
     # another method's prompt this one borrows (its source): editing that one changes this one
     borrowed_from: str | None = None
+    # the text cut at its slots once ("slots" style): literal, slot name, literal, ... so that
+    # filling it is one join, not a regex pass with a Python call per slot
+    _pieces: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.style == "format":
@@ -45,6 +48,13 @@ class Prompt:
         else:
             found = frozenset(m.group(1) for m in _SLOT.finditer(self.text))
         object.__setattr__(self, "slots", self.slots or found)
+        if self.style == "slots":
+            pieces, start = [], 0
+            for m in _SLOT.finditer(self.text):
+                if m.group(1) in self.slots:
+                    pieces += [self.text[start : m.start()], m.group(1)]
+                    start = m.end()
+            object.__setattr__(self, "_pieces", (*pieces, self.text[start:]))
 
     def format(self, **values: str) -> str:
         # the question's cap holds where prompts are built too: a question written into a
@@ -59,9 +69,10 @@ class Prompt:
             raise KeyError(f"prompt {self.name!r} needs {sorted(missing)}")
         if self.style == "format":
             return self.text.format(**{k: values[k] for k in self.slots})
-        return _SLOT.sub(
-            lambda m: values[m.group(1)] if m.group(1) in self.slots else m.group(0), self.text
-        )
+        pieces = list(self._pieces)
+        for i in range(1, len(pieces), 2):  # the odd pieces are slot names
+            pieces[i] = values[pieces[i]]
+        return "".join(pieces)
 
 
 def borrow(prompt: Prompt, why: str, *, source: str | None = None) -> Prompt:

@@ -249,6 +249,12 @@ class _Tally:
         return update
 
 
+def _arguments(env: Env, ask: Ask) -> dict[str, Any]:
+    """The per-call model arguments of ``ask``: the run's sampling, then the call's options."""
+    sampling = env.sampling()
+    return sampling | dict(ask.options) if ask.options else sampling
+
+
 def _ask_config(ask: Ask) -> RunnableConfig:
     """The config of one model call. ``nostream`` keeps an internal call's chat model run out of
     ``stream_mode="messages"``. The run is not named after the stage alone: the outermost run
@@ -319,26 +325,32 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
     may also return a ``Command`` (a human review going back to a step): the node's cost is
     added to its update."""
 
+    # read once, when the graph is built: every run of the node uses them
+    name, schema, state_schema = step.__name__, deps.context_schema, deps.state_schema
+    declared = declared_keys(state_schema)
+
     def finish(state: dict[str, Any], env: Env, update: Any, cost: dict[str, Any]) -> Any:
         if isinstance(update, Command):
-            check_update(deps, step.__name__, dict(update.update or {}))
+            check_update(deps, name, dict(update.update or {}))
             return Command(
                 graph=update.graph,
                 goto=update.goto,
                 resume=update.resume,
                 update=with_cost(dict(update.update or {}), cost),
             )
-        check_update(deps, step.__name__, update)
-        update = with_cost(update, cost)
+        if declared is not None and not update.keys() <= declared:
+            check_update(deps, name, update)  # names the keys the state does not declare
+        if cost:
+            update = with_cost(update, cost)
         if then is None:
             return update
-        after = after_update(deps.state_schema, state, update)
+        after = after_update(state_schema, state, update)
         return then.settle(after, env.ctx, env.profile, update)
 
     def env_now(state: Mapping[str, Any], config: RunnableConfig, runtime: Runtime) -> Env:
         configurable = config.get("configurable")
-        check_configurable(deps.context_schema, configurable, deps.config_keys)
-        ctx = run_context(deps.context_schema, runtime.context, configurable)
+        check_configurable(schema, configurable, deps.config_keys)
+        ctx = run_context(schema, runtime.context, configurable)
         env = Env(
             ctx=ctx, deps=deps, profile=deps.profile(ctx, state), writer=runtime.stream_writer
         )
@@ -356,9 +368,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
                 return searched(env, effect, docs)
             message = as_message(
                 deps.model_for(effect.stage, stream=effect.stream).invoke(
-                    effect.prompt,
-                    config=_ask_config(effect),
-                    **(env.sampling() | dict(effect.options)),
+                    effect.prompt, config=_ask_config(effect), **_arguments(env, effect)
                 )
             )
             tally.add(message)
@@ -387,9 +397,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
                 return searched(env, effect, docs)
             message = as_message(
                 await deps.model_for(effect.stage, stream=effect.stream).ainvoke(
-                    effect.prompt,
-                    config=_ask_config(effect),
-                    **(env.sampling() | dict(effect.options)),
+                    effect.prompt, config=_ask_config(effect), **_arguments(env, effect)
                 )
             )
             tally.add(message)
