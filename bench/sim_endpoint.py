@@ -89,10 +89,17 @@ class Template:
         """How well ``prompt`` is this template's rendering (None: not at all): the share of its
         literal text found, whether the prompt ends as the template does, the characters found;
         on a tie, an answer prompt (a method that borrows one names it as its own field)."""
-        found = sum(len(f) for f in self.fragments if f in prompt)
         total = sum(len(f) for f in self.fragments)
-        if not total or found / total < MIN_SHARE:
+        allowed = (1 - MIN_SHARE) * total  # characters that may be missing
+        missing = 0
+        for fragment in self.fragments:  # longest first: most templates fail at the first
+            if fragment not in prompt:
+                missing += len(fragment)
+                if missing > allowed:
+                    return None
+        if not total:
             return None
+        found = total - missing
         ends = bool(self.ends_with) and prompt.rstrip().endswith(self.ends_with)
         return round(found / total, 2), ends, found, self.stage == "answer"
 
@@ -125,7 +132,8 @@ def example_reply(parts: list[str]) -> str | None:
 
 def template_of(stage: str, prompt: Any) -> Template:
     parts = literal_parts(prompt)
-    fragments = tuple(dict.fromkeys(f.strip() for f in parts if len(f.strip()) >= MIN_FRAGMENT))
+    kept = dict.fromkeys(f.strip() for f in parts if len(f.strip()) >= MIN_FRAGMENT)
+    fragments = tuple(sorted(kept, key=len, reverse=True))
     return Template(stage, fragments, parts[-1].strip(), example_reply(parts))
 
 
@@ -143,15 +151,23 @@ def declared_prompts(prompt_set: Any) -> list[tuple[str, Any]]:
 
 
 def declared_templates() -> list[Template]:
-    """Every template of every registered method's prompt sets, in the registry's order."""
+    """Every template of every registered method's prompt sets, in the registry's order, each
+    text once (a prompt another method borrows, a profile that keeps the paper's): under the
+    first stage that declares it, or "answer" if one declares it as an answer prompt. A template
+    of no fragment long enough to identify it is left out."""
     from noterag.registry.methods import METHODS
 
-    return [
-        template_of(stage, prompt)
-        for spec in METHODS.values()
-        for prompt_set in spec.prompts.values()
-        for stage, prompt in declared_prompts(prompt_set)
-    ]
+    unique: dict[tuple[tuple[str, ...], str], Template] = {}
+    for spec in METHODS.values():
+        for prompt_set in spec.prompts.values():
+            for stage, prompt in declared_prompts(prompt_set):
+                template = template_of(stage, prompt)
+                key = template.fragments, template.ends_with
+                if not template.fragments:
+                    continue
+                if key not in unique or (stage == "answer" and unique[key].stage != "answer"):
+                    unique[key] = template
+    return list(unique.values())
 
 
 _learned: dict[tuple[int, ...], list[Template]] = {}
@@ -449,6 +465,7 @@ def make_server(model: SimModel, port: int = 0, faults: Faults | None = None) ->
             )
 
     server = SimServer(("127.0.0.1", port), Handler)
+    learned_templates()  # read the registry now, not during the first request a client times
     return server
 
 
