@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import pstats
 import statistics
 import sys
 import time
@@ -262,6 +264,28 @@ def _floor_parts() -> tuple[Any, Any, list[Any], list[Any]]:
     return model, LoggingRetriever(passages=passages(*VELMORA_ROWS)), log, steps
 
 
+def _performer(model: Any, retriever: Any) -> Any:
+    """``perform(effects)``: the model calls and searches of one recorded step, made as the
+    method made them (the step's searches, and the calls of stages that overlap, concurrently;
+    other calls in turn), with the same stage metadata; returns their replies."""
+
+    async def effect(kind: str, first: Any, second: Any) -> str:
+        if kind == "ask":
+            config = {"run_name": first, "tags": ["nostream"], "metadata": {"noterag_stage": first}}
+            return (await model.ainvoke(second, config=config)).content
+        return str(len(await retriever.ainvoke(first, k=second)))
+
+    async def perform(effects: list[Any]) -> list[str]:
+        together = all(kind == "search" for kind, _, _ in effects) or all(
+            kind == "ask" and stage in CONCURRENT for kind, stage, _ in effects
+        )
+        if len(effects) > 1 and together:
+            return list(await asyncio.gather(*(effect(*e) for e in effects)))
+        return [await effect(*e) for e in effects]
+
+    return perform
+
+
 def bare_loop(model: Any, retriever: Any) -> Any:
     """The framework's floor: a StateGraph whose one node makes the effects of the next step of
     ``plan`` (model calls with their stage metadata, searches; several searches of one step
@@ -277,18 +301,10 @@ def bare_loop(model: Any, retriever: Any) -> Any:
         i: int
         replies: list[str]
 
-    async def effect(kind: str, first: Any, second: Any) -> str:
-        if kind == "ask":
-            config = {"run_name": first, "tags": ["nostream"], "metadata": {"noterag_stage": first}}
-            return (await model.ainvoke(second, config=config)).content
-        return str(len(await retriever.ainvoke(first, k=second)))
+    perform = _performer(model, retriever)
 
     async def step(state: State) -> dict[str, Any]:
-        effects = state["plan"][state["i"]]
-        if len(effects) > 1 and all(kind == "search" for kind, _, _ in effects):
-            replies = list(await asyncio.gather(*(effect(*e) for e in effects)))
-        else:
-            replies = [await effect(*e) for e in effects]
+        replies = await perform(state["plan"][state["i"]])
         return {"i": state["i"] + 1, "replies": [*state["replies"], *replies]}
 
     async def route(state: Any) -> str:
@@ -301,14 +317,69 @@ def bare_loop(model: Any, retriever: Any) -> Any:
     return graph.compile()
 
 
-async def _task_steps(graph: Any, question: str) -> list[int]:
-    """The graph steps of one run of ``question``, one per node run (``stream_mode="debug"``)."""
-    found = [
-        event["step"]
-        async for event in graph.astream({"question": question}, stream_mode="debug")
-        if event["type"] == "task"
-    ]
-    assert len(found) == len(set(found)), "a step ran several nodes: the replay would merge them"
+def graph_loop(method_graph: Any, model: Any, retriever: Any) -> tuple[Any, Any]:
+    """LangGraph's own cost of the method's graph: the same state schema, nodes, edges, routes
+    (the method's own conditional-edge paths, which only read ``stop_reason``) and retry
+    policies, each node a plain async function that makes the effects its node made and
+    returns the update it wrote (recorded from a run). What the method costs beyond this is
+    noterag's code in its nodes. Returns the graph and ``replay(plan)``, which runs it over
+    one recorded run's ``[(node, effects, update), ...]``."""
+    from langgraph.graph import StateGraph
+
+    builder = method_graph.builder
+    perform = _performer(model, retriever)
+    pending: list[Any] = []
+
+    def replaying(name: str) -> Any:
+        async def node(state: dict[str, Any]) -> Any:
+            ran, effects, update = pending.pop()
+            assert ran == name, f"the replay ran {name} where the method ran {ran}"
+            await perform(effects)
+            return update
+
+        node.__name__ = name
+        return node
+
+    graph = StateGraph(
+        builder.state_schema,
+        input_schema=builder.input_schema,
+        output_schema=builder.output_schema,
+    )
+    for name, spec in builder.nodes.items():
+        graph.add_node(
+            name,
+            replaying(name),
+            destinations=tuple(spec.ends) or None,
+            retry_policy=spec.retry_policy,
+        )
+    for start, end in builder.edges:
+        graph.add_edge(start, end)
+    for start, branches in builder.branches.items():
+        for branch in branches.values():
+            graph.add_conditional_edges(start, branch.path, branch.ends)
+    compiled = graph.compile()
+
+    async def replay(question: str, plan: list[Any]) -> None:
+        pending[:] = plan[::-1]
+        await compiled.ainvoke({"question": question}, {"recursion_limit": 10_000})
+        assert not pending, "the replay stopped before the method's last step"
+
+    return compiled, replay
+
+
+async def _task_steps(graph: Any, question: str) -> list[tuple[int, str, Any]]:
+    """The graph steps of one run of ``question``, one per node run (``stream_mode="debug"``):
+    each step's number, its node and the update the node returned."""
+    tasks: dict[str, tuple[int, str]] = {}
+    found = []
+    async for event in graph.astream({"question": question}, stream_mode="debug"):
+        payload = event["payload"]
+        if event["type"] == "task":
+            tasks[payload["id"]] = (event["step"], payload["name"])
+        elif event["type"] == "task_result":
+            found.append((*tasks[payload["id"]], payload["result"]))
+    steps = [step for step, _, _ in found]
+    assert len(steps) == len(set(steps)), "a step ran several nodes: the replay would merge them"
     return found
 
 
@@ -321,14 +392,19 @@ async def _cpu(run: Any, inputs: list[Any]) -> float:
 
 
 async def bench_floor(
-    questions: list[str], method: str = "deepnote", rounds: int = 3
+    questions: list[str], method: str = "deepnote", rounds: int = 3, top: int = 8
 ) -> dict[str, Any]:
-    """CPU per model call of ``method`` and of the bare loop replaying its calls: one graph step
-    per call or search ("bare loop"), and in the same graph steps as the method's nodes ran
-    them, a step with no call included ("same-steps loop": what noterag adds on top of
-    LangGraph's cost of the same graph steps). The three are timed in turn, question by
-    question, ``rounds`` times over the questions; each figure is the median of its rounds (a
-    busy machine slows some rounds)."""
+    """CPU per model call of ``method`` and of three LangGraph loops replaying its calls and
+    searches: one graph step per call or search ("bare loop", the framework's floor); the same
+    graph steps as the method's nodes ran them, a step with no call included, on the bare
+    loop's three-field state ("same-steps loop": the cost of the method's number of steps);
+    the method's own graph (its state, nodes, edges, routes) with each node a plain function
+    returning the update the method's node wrote ("same-graph loop": LangGraph's cost of the
+    method's graph, so that method / same-graph is noterag's own code). The four are timed in
+    turn, question by question, ``rounds`` times over the questions; each figure is the median
+    of its rounds (a busy machine slows some rounds). Then one profiled pass of the method
+    (cProfile on CPU time) gives the ``top`` functions by own time under noterag and langgraph:
+    where the time goes."""
     model, retriever, log, where = _floor_parts()
     graph = noterag.build_graph(method, model=model, retriever=retriever)
     for question in questions[:2]:  # warm-up: imports, caches
@@ -341,13 +417,20 @@ async def bench_floor(
         await graph.ainvoke({"question": question})
     entries = list(zip(log, where, strict=True))
     runs = [entries[a:b] for a, b in zip(starts, [*starts[1:], len(entries)], strict=True)]
-    # one untimed run per distinct question: the steps it takes (each run of a question takes
-    # the same ones, the replies being fixed; the replays check the calls)
+    # one untimed run per distinct question: the steps it takes, their nodes and updates (each
+    # run of a question takes the same ones, the replies being fixed; the replays check the calls)
     task_steps = {q: await _task_steps(graph, q) for q in dict.fromkeys(questions)}
     per_call = [[[entry] for entry, _ in run] for run in runs]
     same_steps = [
-        [[entry for entry, step in run if step == s] for s in task_steps[question]]
+        [[entry for entry, step in run if step == s] for s, _, _ in task_steps[question]]
         for question, run in zip(questions, runs, strict=True)
+    ]
+    same_graph = [
+        [
+            (name, effects, update)
+            for (_, name, update), effects in zip(task_steps[question], plan, strict=True)
+        ]
+        for question, plan in zip(questions, same_steps, strict=True)
     ]
     expected = [entry for entry, _ in entries]
     assert [e for plan in same_steps for step in plan for e in step] == expected, (
@@ -355,6 +438,7 @@ async def bench_floor(
     )
     calls = sum(1 for entry in expected if entry[0] == "ask")
     loop = bare_loop(model, retriever)
+    _, replay_graph = graph_loop(graph, model, retriever)
 
     async def ask(question: str) -> None:
         await graph.ainvoke({"question": question})
@@ -364,8 +448,11 @@ async def bench_floor(
 
     for plan in [*per_call[:2], *same_steps[:2]]:  # warm-up
         await replay(plan)
-    # Timed in turn question by question, so that the three sides share the machine's load.
-    cpu: dict[str, list[float]] = {"method": [], "loop": [], "steps": []}
+    for question, plan in list(zip(questions, same_graph, strict=True))[:2]:
+        await replay_graph(question, plan)
+    # Timed in turn question by question, so that the sides share the machine's load.
+    sides = ("method", "loop", "steps", "graph")
+    cpu: dict[str, list[float]] = {side: [] for side in sides}
     for r in range(rounds):
         spent = dict.fromkeys(cpu, 0.0)
         log.clear()
@@ -373,14 +460,15 @@ async def bench_floor(
             spent["method"] += await _cpu(ask, [question])
             spent["loop"] += await _cpu(replay, [per_call[i]])
             spent["steps"] += await _cpu(replay, [same_steps[i]])
+            cpu0 = time.process_time()
+            await replay_graph(question, same_graph[i])
+            spent["graph"] += time.process_time() - cpu0
         for key, value in spent.items():
             cpu[key].append(value)
-        assert log == [e for run in runs for _ in range(3) for e, _ in run], (
+        assert log == [e for run in runs for _ in sides for e, _ in run], (
             f"round {r + 1}: a side made other calls"
         )
-    method_cpu, loop_cpu, steps_cpu = (
-        statistics.median(cpu[k]) for k in ("method", "loop", "steps")
-    )
+    method_cpu, loop_cpu, steps_cpu, graph_cpu = (statistics.median(cpu[k]) for k in sides)
     return {
         "method": method,
         "questions": len(questions),
@@ -391,34 +479,101 @@ async def bench_floor(
         "method_ms_per_call": 1000 * method_cpu / calls,
         "loop_ms_per_call": 1000 * loop_cpu / calls,
         "ratio": method_cpu / loop_cpu,
+        "ratio_rounds": [m / b for m, b in zip(cpu["method"], cpu["loop"], strict=True)],
         "steps_loop_ms_per_call": 1000 * steps_cpu / calls,
         "steps_ratio": method_cpu / steps_cpu,
+        "graph_loop_ms_per_call": 1000 * graph_cpu / calls,
+        "graph_ratio": method_cpu / graph_cpu,
+        "top": await _profile(ask, questions[:50], 1000 * method_cpu / calls, top),
     }
 
 
-def print_floor(floor: dict[str, Any]) -> None:
+# Where the profile's entries are read: noterag's own code (the package's folders, not the
+# benchmarks' or the tests') and LangGraph's.
+_REPO = Path(__file__).resolve().parents[1]
+_OURS = tuple(str(_REPO / d) + "/" for d in ("noterag", "graphs", "nodes", "prompts", "retrievers"))
+
+
+def _short(path: str) -> str | None:
+    """A profiled file as noterag/... or langgraph/..., None for any other."""
+    if path.startswith(_OURS):
+        return str(Path(path).relative_to(_REPO))
+    if "/site-packages/langgraph/" in path:
+        return "langgraph/" + path.split("/site-packages/langgraph/", 1)[1]
+    return None
+
+
+async def _profile(
+    ask: Any, questions: list[str], ms_per_call: float, top: int
+) -> list[dict[str, Any]]:
+    """The ``top`` functions of noterag and langgraph by own CPU time over runs of
+    ``questions`` (cProfile timed by process_time), each as its share of the profiled CPU and
+    that share of the measured ``ms_per_call`` (the profiler's own cost inflates small
+    functions more than large ones: an order, not a measurement)."""
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    for question in questions:
+        await ask(question)
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    total = sum(own for _, _, own, _, _ in stats.values()) or 1.0
+    rows = []
+    for (path, line, function), (_, calls, own, _, _) in stats.items():
+        short = _short(path)
+        if short is not None:
+            rows.append(
+                {
+                    "function": f"{short}:{line}({function})",
+                    "share": own / total,
+                    "us_per_call": 1000 * ms_per_call * own / total,
+                    "calls": calls,
+                }
+            )
+    return sorted(rows, key=lambda row: -row["share"])[:top]
+
+
+def print_floor(floors: list[dict[str, Any]]) -> None:
+    first = floors[0]
     print(
         f"\nOrchestration CPU floor (no HTTP: scripted model, keyword retriever; "
-        f"{floor['questions']} questions, {floor['calls']:.1f} model calls and "
-        f"{floor['searches']:.1f} searches each; median of {floor['rounds']} rounds)"
+        f"{first['questions']} questions a method; median of {first['rounds']} rounds)"
     )
     print_table(
-        [floor],
+        floors,
         [
             ("method", "method", "s"),
+            ("calls", "calls/q", ".1f"),
+            ("searches", "searches/q", ".1f"),
+            ("graph_steps", "steps/q", ".0f"),
             ("method_ms_per_call", "noterag CPU ms/call", ".3f"),
-            ("loop_ms_per_call", "bare loop CPU ms/call", ".3f"),
-            ("ratio", "ratio", ".2f"),
-            ("steps_loop_ms_per_call", "same-steps loop ms/call", ".3f"),
-            ("steps_ratio", "ratio", ".2f"),
+            ("loop_ms_per_call", "bare loop", ".3f"),
+            ("ratio", "ratio", ".3f"),
+            ("steps_loop_ms_per_call", "same-steps loop", ".3f"),
+            ("steps_ratio", "ratio", ".3f"),
+            ("graph_loop_ms_per_call", "same-graph loop", ".3f"),
+            ("graph_ratio", "ratio", ".3f"),
         ],
     )
     print(
-        f"bare loop: one graph step per call or search ({floor['calls'] + floor['searches']:.1f} "
-        f"a question); same-steps loop: the {floor['graph_steps']:.0f} graph steps the method's "
-        "nodes ran, each making that node's calls"
+        "bare loop: one graph step per call or search, a three-field state; same-steps loop: "
+        "the graph steps the method's nodes ran, each making that node's calls; same-graph "
+        "loop: the method's own graph (state, nodes, edges, routes) with nodes that only make "
+        "the calls and return the recorded update. ratio = noterag / that loop: to the bare "
+        "loop, everything; to the same-graph loop, noterag's own code"
     )
-    print("target: ratio <= 1.15x")
+    for floor in floors:
+        spread = ", ".join(f"{r:.3f}" for r in sorted(floor["ratio_rounds"]))
+        print(f"  {floor['method']}: ratio to the bare loop over the rounds: {spread}")
+    print("target: DeepNote's ratio to the bare loop <= 1.10x")
+    for floor in floors:
+        print(
+            f"where {floor['method']}'s CPU goes (cProfile, own time, top {len(floor['top'])} "
+            "under noterag and langgraph; us/call = share x the measured ms/call):"
+        )
+        for row in floor["top"]:
+            print(
+                f"  {row['us_per_call']:7.1f} us/call {100 * row['share']:5.1f}%  {row['function']}"
+            )
 
 
 def main() -> None:
@@ -436,13 +591,19 @@ def main() -> None:
     parser.add_argument("--floor-questions", type=int, default=200)
     parser.add_argument("--floor-rounds", type=int, default=3, help="timings of each side (median)")
     parser.add_argument("--floor-only", action="store_true", help="only the no-HTTP CPU floor")
+    # one method of each family: the note loop, ReSP, Amber, a one-call baseline
+    parser.add_argument("--floor-methods", default="deepnote,resp,amber,vanilla")
+    parser.add_argument("--floor-top", type=int, default=8, help="profile entries printed")
     args = parser.parse_args()
     questions = [q["question"] for q in sample_questions()]
     floor_questions = [questions[i % len(questions)] for i in range(args.floor_questions)]
-    floor = asyncio.run(bench_floor(floor_questions, rounds=args.floor_rounds))
+    floors = [
+        asyncio.run(bench_floor(floor_questions, m, args.floor_rounds, args.floor_top))
+        for m in args.floor_methods.split(",")
+    ]
     if args.floor_only:
-        print_floor(floor)
-        print(f"wrote {write_results('orchestration_floor', [floor], args.json)}")
+        print_floor(floors)
+        print(f"wrote {write_results('orchestration_floor', floors, args.json)}")
         return
     questions = [questions[i % len(questions)] for i in range(args.questions)]
     with SimProcess(args.base_ms, args.per_token_ms) as sim:
@@ -478,8 +639,8 @@ def main() -> None:
             + ", ".join(f"{k} {v:.1f}" for k, v in r["calls_by_stage"].items())
         )
     print("targets: overhead <= 2 % of wall; wall / critical path <= 1.10x; no duplicate calls")
-    print_floor(floor)
-    print(f"wrote {write_results('orchestration', [*results, floor], args.json)}")
+    print_floor(floors)
+    print(f"wrote {write_results('orchestration', [*results, *floors], args.json)}")
 
 
 if __name__ == "__main__":
