@@ -9,7 +9,9 @@ The run directory holds
 * ``run.json``: the configuration (method, dataset, format, index, model label, context,
   fair-top-k source, limit), written when the run starts;
 * ``results.jsonl``: one JSON line per finished question (see ``rows.result_row`` for the fields),
-  appended by a single writer, flushed and fsynced before the next;
+  appended by a single writer in whole lines, each fsynced before its question counts as done
+  (the rows finished while a write is under way share the next write and fsync:
+  ``loop.LineWriter.append_async``);
 * ``summary.json``: written at the end (``noterag.eval.report.summarize``).
 
 Re-running the same configuration into the same directory resumes: the questions already in
