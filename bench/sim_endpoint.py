@@ -17,7 +17,8 @@ sets, ``MethodSpec.prompts``): the template whose literal text the prompt holds 
 so a method added later is recognised without an edit here. Its reply continues the prompt as the
 template's own example does: a template that ends with a cue (``Follow-up:``) and shows that cue
 earlier, in a worked example, is answered with what follows the cue there, so the method's loop
-reads a reply in its own format and runs; a template without such an example is answered as
+reads a reply in its own format and runs (a request's ``stop`` sequences cut every reply, as an
+endpoint's generation stops); a template without such an example is answered as
 ``answer`` is. ``STAGES`` keeps the built-in methods' recorded costs
 (noterag/data/method_costs.json) as they were measured.
 
@@ -116,8 +117,10 @@ def literal_parts(prompt: Any) -> list[str]:
 
 
 def example_reply(parts: list[str]) -> str | None:
-    """What the template's worked example answers after the cue the template ends with: the
-    rest of the line after the cue's first use (None: no example, or a line with a slot)."""
+    """What the template's worked example answers after the cue the template ends with: what
+    follows the cue's first use, to the end of that example (a blank line); the request's stop
+    sequences cut it as a model's generation would be (``at_stop``). None: the template shows no
+    example, or the example's answer is a slot's."""
     tail = parts[-1].rstrip()
     cue = tail.splitlines()[-1].strip() if tail.strip() else ""
     if len(cue) < 2:
@@ -126,8 +129,15 @@ def example_reply(parts: list[str]) -> str | None:
     at = before.find(cue)
     if at < 0:
         return None
-    line = before[at + len(cue) :].split("\n", 1)[0].strip()
-    return line if line and SLOT not in line else None
+    example = before[at + len(cue) :].split("\n\n", 1)[0].strip()
+    return example if example and SLOT not in example else None
+
+
+def at_stop(text: str, stop: str | list[str] | None) -> str:
+    """``text`` cut before the first of the request's stop sequences, as an endpoint stops."""
+    sequences = [stop] if isinstance(stop, str) else list(stop or [])
+    cuts = [text.find(s) for s in sequences if s and s in text]
+    return text[: min(cuts)] if cuts else text
 
 
 def template_of(stage: str, prompt: Any) -> Template:
@@ -436,6 +446,9 @@ def make_server(model: SimModel, port: int = 0, faults: Faults | None = None) ->
                 self.close_connection = True
                 return
             text, tokens = model.serve(prompt)
+            if request.get("stop"):  # the latency was the whole reply's; the usage is the cut one's
+                text = at_stop(text, request["stop"])
+                tokens = len(text.split())
             if fate == "garbage":
                 text, tokens = garbage, len(garbage.split())
             prompt_tokens = len(prompt.split())

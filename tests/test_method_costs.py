@@ -123,6 +123,7 @@ def asker() -> Any:
     class AskerPrompts(AnswerPrompts):
         follow_up: Prompt
         plain: Prompt
+        self_ask: Prompt
 
     prompts = AskerPrompts(
         follow_up=Prompt(
@@ -132,6 +133,13 @@ def asker() -> Any:
             "ours",
         ),
         plain=Prompt("plain", "Summarise the passages for the question.\n{refs}\nSummary:", "o"),
+        self_ask=Prompt(
+            "self_ask",
+            "Question: Who lived longer, Ada or Bob?\nAre follow up questions needed here: Yes.\n"
+            "Follow up: How old was Ada?\nIntermediate answer: 36.\nSo the answer: Ada.\n\n"
+            "Question: {question}\nAre follow up questions needed here:",
+            "o",
+        ),
         answer={},
     )
     spec = register(replace(noterag.METHODS["vanilla"], name="asker", prompts={"paper": prompts}))
@@ -150,6 +158,30 @@ def test_a_registered_methods_prompt_is_its_stage_answered_as_its_example(asker:
     stage, reply = sim_endpoint.SimModel(seed=0).reply(plain)
     assert stage == "plain" and len(reply.split()) == 3
     assert set(reply.split()) <= {"Summarise", "Velmora", "Bridge", "Summary"}
+
+
+def test_an_example_is_answered_whole_and_cut_at_the_requests_stop(asker: Any) -> None:
+    """A Self-Ask-like template: the example's answer runs over several lines; the endpoint
+    stops where the request's stop sequence says, as a model's generation would."""
+    import urllib.request
+
+    prompt = asker.self_ask.format(question="Who designed the Velmora Bridge?")
+    whole = "Yes.\nFollow up: How old was Ada?\nIntermediate answer: 36.\nSo the answer: Ada."
+    assert sim_endpoint.identify(prompt) == ("self_ask", whole)
+    server, url = sim_endpoint.start(sim_endpoint.SimModel(0.0, 0.0, seed=0))
+    try:
+        body = {"messages": [{"role": "user", "content": prompt}], "stop": ["\nIntermediate"]}
+        request = urllib.request.Request(
+            f"{url}/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            reply = json.loads(response.read())
+    finally:
+        server.shutdown()
+    assert reply["choices"][0]["message"]["content"] == "Yes.\nFollow up: How old was Ada?"
+    assert reply["usage"]["completion_tokens"] == 7
 
 
 def test_learned_only_after_registration() -> None:

@@ -2,7 +2,7 @@
 one (docs/methods.md, "Adding a method"). The test copies this file to graphs/toy_followup.py of
 a copy of the package tree, beside nodes_toy_followup.py and prompts_toy_followup.py:
 
-    q;  known = ""
+    known = the top-k passages for q                       retrieve
     repeat:  f = LLM(follow-up prompt(q, known))           follow_up
              if f is no question: stop                     stop_check (no_follow_up)
              known += the passages retrieved for f
@@ -18,15 +18,15 @@ from typing import Annotated, Any
 
 from langgraph.graph import END, StateGraph
 from rich.text import Text
-from typing_extensions import TypedDict
 
 from noterag.core.context import MOST_STEPS, RunContext, setting
 from noterag.core.decision import stop_check
 from noterag.core.spec import Deps, MethodSpec
-from noterag.core.state import ChatFields, CostFields
+from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.answer import answer
+from noterag.nodes.retrieve import retrieve
 from noterag.nodes.toy_followup import follow_up
 from noterag.prompts import toy_followup as prompts
 
@@ -36,27 +36,24 @@ class FollowUpContext(RunContext):
     max_steps: int = setting(3, "Follow-up questions at most.", ge=1, le=MOST_STEPS)
 
 
-class FollowUpOutput(TypedDict, total=False):
-    answer: str
-    follow_ups: list[str]
-    steps: int
-    trace: list[dict[str, Any]]
-    stop_reason: str
-    llm_calls: int
-    prompt_tokens: int
-    completion_tokens: int
+class FollowUpOutput(CostFields, ChatFields, total=False):
+    """What a run returns (``ask --json``, Studio's output)."""
 
-
-class FollowUpState(CostFields, ChatFields, total=False):
     question: str
-    task: str
     answer: str
-    best_note: str  # what is known: the answer prompt's {note}
     follow_ups: Annotated[list[str], operator.add]
-    asked_none: bool  # the last reply asked no follow-up question
+    passage_ids: Annotated[list[str], merge_unique]
     steps: int
     trace: Annotated[list[dict[str, Any]], operator.add]
     stop_reason: str
+
+
+class FollowUpState(FollowUpOutput, total=False):
+    task: str
+    best_note: str  # what is known: the answer prompt's {note}
+    asked_none: bool  # the last reply asked no follow-up question
+    passages: list[Passage]  # the question's, from the shared retrieve step
+    seen: Annotated[list[str], merge_unique]
 
 
 def no_follow_up(state: Any, ctx: Any, profile: Any) -> str | None:
@@ -68,10 +65,12 @@ def no_follow_up(state: Any, ctx: Any, profile: Any) -> str | None:
 
 
 def wire(graph: StateGraph, deps: Deps) -> None:
+    graph.add_node("retrieve", node(retrieve, deps))
     graph.add_node("follow_up", node(follow_up, deps))
     graph.add_node("stop_check", stop_check(no_follow_up, deps, go_on="follow_up"))
     graph.add_node("answer", node(answer, deps))
-    graph.add_edge("question", "follow_up")
+    graph.add_edge("question", "retrieve")
+    graph.add_edge("retrieve", "follow_up")
     graph.add_edge("follow_up", "stop_check")
     graph.add_edge("answer", END)
 
@@ -88,6 +87,7 @@ SPEC = MethodSpec(
     prompts={"paper": prompts.PAPER},
     wire=wire,
     result_fields=("follow_ups",),
+    queries="follow_ups",
     trace_view="generic",
     progress={"follow_up": lambda event: Text(f"follow-up: {event['question']}")},
 )
