@@ -8,7 +8,9 @@ registered method (a new method gets these tests without writing them):
    and a declared output field a run did not write was missing: both are always there.
 3. A setting the run cannot honour: ``human_review`` on the command line (nothing answers the
    pause: ``ask`` and ``eval`` refuse it), a note review on a method without a note, a loop
-   setting on a method without that setting.
+   setting on a method without that setting, a retrieval setting (``--top-k``) on a method
+   that never searches (no-retrieval: the command line refuses it; the Python API keeps it, as
+   reproduce gives a dataset's top_k to every row of a table).
 4. An event type without a renderer printed nothing (it prints a generic line), and the spinner
    said "writing the note…" after every method's retrieval (it names the running step).
 """
@@ -33,6 +35,7 @@ import noterag
 import noterag.models
 from noterag.base.errors import ConfigError
 from noterag.cli import app
+from noterag.cli.options import parse_context
 from noterag.cli.render import SILENT, Progress
 from noterag.core.spec import MethodSpec
 from noterag.eval.rows import result_row
@@ -42,8 +45,8 @@ from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, pa
 
 CORPUS = passages(*VELMORA_ROWS)
 METHODS = list(noterag.METHODS)
-# every passage's text names something in the question, so that any query finds some
-SEARCHING = "Aurelio Fenwick of the Velmora Bridge"
+# a question (a method may search only a reply that asks one) naming what the passages do
+SEARCHING = "Who was Aurelio Fenwick of the Velmora Bridge?"
 # replies that make a method search more than once where its default reply would not
 SCRIPTS: dict[str, dict[str, Any]] = {
     "adaptive-rag": {"classify": "C", "reason": [SEARCHING, "So the answer is: 1871."]},
@@ -101,7 +104,9 @@ def test_an_eval_rows_trace_page_shows_every_passage_by_id(method: str, tmp_path
     row = _eval_row(method, tmp_path)
     page = render_html(load_run(tmp_path / "run" / "results.jsonl"))
     assert set(row["passage_ids"]) <= drawn_ids(page)
-    assert bool(row["passage_ids"]) == noterag.METHODS[method].retrieves
+    spec = noterag.METHODS[method]
+    # (a row has the ids a method's output keeps: none where it keeps no passage_ids)
+    assert bool(row["passage_ids"]) == (spec.retrieves and "passage_ids" in spec.output_keys)
 
 
 def test_a_passage_no_layout_draws_is_listed_under_its_search() -> None:
@@ -321,6 +326,31 @@ def test_a_loop_setting_the_method_lacks_is_refused(method: str, index_dir: Path
         assert result.exit_code == 1, result.output
         assert result.stderr.startswith(f"error: {method} has no {FLAGS[name]} setting")
     assert model.calls == []
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_retrieval_setting_on_a_closed_book_method_is_refused(method: str) -> None:
+    # every context carries top_k and max_passage_chars; a method that never searches ignored them
+    spec = noterag.METHODS[method]
+    for options, pairs, said in (
+        ({"top_k": 2}, [], "--top-k"),
+        ({}, ["max_passage_chars=100"], "-c max_passage_chars"),
+    ):
+        if spec.retrieves:
+            context, _ = parse_context(spec, options, pairs, "ask")
+            assert context
+            continue
+        with pytest.raises(ConfigError) as refused:
+            parse_context(spec, options, pairs, "ask")
+        assert (
+            str(refused.value)
+            == f"{method} retrieves nothing: {said} would do nothing; leave it out"
+        )
+    if not spec.retrieves:  # through the command line: one line, before any model
+        result = cli("ask", QUESTION, "-m", method, "--top-k", "3")
+        assert result.exit_code == 1 and result.stderr.startswith(
+            f"error: {method} retrieves nothing"
+        )
 
 
 # --- 4. every event shows; the spinner names the running step -------------------------------------

@@ -241,6 +241,10 @@ def model_settings(timeout: float | None, max_retries: int | None) -> Any:
     return ModelSettings.from_env(timeout=timeout, max_retries=max_retries)
 
 
+# The settings only a search reads (the number of passages, their length cap).
+RETRIEVAL_SETTINGS = ("top_k", "max_passage_chars")
+
+
 def parse_context(
     spec: MethodSpec, options: dict[str, Any], pairs: list[str], command: str
 ) -> tuple[dict[str, Any], RunContext]:
@@ -271,6 +275,13 @@ def parse_context(
     # The context dataclass checks every value, the flags' as the -c pairs' (same rules, same
     # messages).
     settings = resolve_context(schema, context)
+    # every context has the shared retrieval settings; a closed-book method would ignore them
+    ignored = [name for name in RETRIEVAL_SETTINGS if name in context and not spec.retrieves]
+    if ignored:
+        given = ", ".join(
+            "--" + name.replace("_", "-") if name in options else f"-c {name}" for name in ignored
+        )
+        raise ConfigError(f"{spec.name} retrieves nothing: {given} would do nothing; leave it out")
     if getattr(settings, "human_review", "none") != "none":
         raise ConfigError(
             f"noterag {command} does not pause for a human review: human_review is for apps "

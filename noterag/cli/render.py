@@ -187,7 +187,7 @@ class Progress:
         if self.console.quiet or not self.console.is_terminal:
             yield
             return
-        with self.console.status(self.spinner) as spinner:
+        with self.console.status(Text(self.spinner)) as spinner:
             self._status = spinner
             try:
                 yield
@@ -227,7 +227,7 @@ class Progress:
         steps = " + ".join(dict.fromkeys(self._running.values()))
         self.spinner = printable_value(f"{self.method} · {steps}…")
         if self._status is not None:
-            self._status.update(self.spinner)
+            self._status.update(Text(self.spinner))  # text, not rich markup
 
     def _say(self, step: int | None, text: Text | str) -> None:
         line = Text(f"[step {step}] " if step is not None else "", style="dim")
