@@ -21,7 +21,9 @@ same requests are then sent, ``--concurrency`` at a time, by loops that leave ou
 
 Printed per method: CPU per call (the process's user + system time over the run / the requests
 the endpoint served), the ratio to the ChatOpenAI loop (target for the eval: <= 1.25x), and
-what each layer adds. ``--rounds``: each figure is the median over rounds, with its min-max.
+what each layer adds; and each run's wall / ideal (ideal = the endpoint's service time of its
+requests / concurrency): the bare loops show how close a client that costs less gets to the
+ideal on this machine (vanilla's one call a question is the hard case). ``--rounds``: each figure is the median over rounds, with its min-max.
 ``--profile METHOD``: cProfile over one more eval run of METHOD, its top entries by own time.
 Writes JSON (default bench/results/client_cpu.json).
 """
@@ -110,7 +112,8 @@ def eval_run(
     if profile is not None:
         profile.disable()
     wall, cpu = time.perf_counter() - started, cpu_s() - cpu
-    requests = len(sim.records())
+    served = sim.records()
+    requests = len(served)
     errors = sum(1 for line in (out / "results.jsonl").open() if json.loads(line)["error"])
     row = {
         "method": method,
@@ -121,7 +124,7 @@ def eval_run(
         "wall_s": wall,
         "cpu_s": cpu,
         "cpu_ms_per_call": 1000 * cpu / max(1, requests),
-    }
+    } | ideal(served, wall, concurrency)
     return row, [json.loads(body) for body in bodies]
 
 
@@ -169,10 +172,10 @@ def graph_run(
         calls.clear()
         started, cpu = time.perf_counter(), cpu_s()
         await _pump(inputs, concurrency, answer, turns=True)
-        measured.extend([time.perf_counter() - started, cpu_s() - cpu])
+        measured.extend([time.perf_counter() - started, cpu_s() - cpu, started])
 
     run_on_loop(main, 2 * concurrency, "bench-graph")
-    wall, cpu = measured
+    wall, cpu, since = measured
     return {
         "method": method,
         "client": "noterag graph",
@@ -181,6 +184,7 @@ def graph_run(
         "wall_s": wall,
         "cpu_s": cpu,
         "cpu_ms_per_call": 1000 * cpu / max(1, sum(calls)),
+        "since": since,
     }
 
 
@@ -233,11 +237,11 @@ def loop_run(
         await call(jobs[0])
         started, cpu = time.perf_counter(), cpu_s()
         await _pump(jobs, concurrency, call, turns)
-        measured.extend([time.perf_counter() - started, cpu_s() - cpu])
+        measured.extend([time.perf_counter() - started, cpu_s() - cpu, started])
 
     # the eval's own event loop, executor and frozen heap (noterag.eval.loop)
     run_on_loop(main, 2 * concurrency, "bench-loop")
-    wall, cpu = measured
+    wall, cpu, since = measured
     return {
         "method": method,
         "client": client,
@@ -245,7 +249,17 @@ def loop_run(
         "wall_s": wall,
         "cpu_s": cpu,
         "cpu_ms_per_call": 1000 * cpu / len(jobs),
+        "since": since,
     }
+
+
+def ideal(served: list[Any], wall: float, concurrency: int, since: float = 0) -> dict[str, Any]:
+    """The endpoint's service time of ``served`` (its records; those before ``since`` were the
+    loop's warm-up; its perf_counter is this process's clock) / ``concurrency``, and wall /
+    that ideal."""
+    model_s = sum(r.end - r.start for r in served if r.start >= since)
+    bound = model_s / concurrency or 1e-9
+    return {"model_s": model_s, "ideal_s": bound, "wall_over_ideal": wall / bound}
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -285,13 +299,17 @@ def main() -> None:
                     method, args.questions, args.concurrency, dataset, index, sim, out
                 )
                 rows.append(row | {"round": round_ + 1})
-                graph_row = graph_run(
-                    method, args.questions, args.concurrency, dataset, index, sim.url
-                )
-                rows.append(graph_row | {"round": round_ + 1})
-                for client in LOOPS[1:]:
-                    loop_row = loop_run(client, payloads, args.concurrency, sim.url, method)
-                    rows.append(loop_row | {"round": round_ + 1})
+                for client in LOOPS:
+                    sim.records()
+                    if client == "noterag graph":
+                        loop_row = graph_run(
+                            method, args.questions, args.concurrency, dataset, index, sim.url
+                        )
+                    else:
+                        loop_row = loop_run(client, payloads, args.concurrency, sim.url, method)
+                    served = sim.records()
+                    bound = ideal(served, loop_row["wall_s"], args.concurrency, loop_row["since"])
+                    rows.append(loop_row | bound | {"round": round_ + 1})
                 print(f"  {method} round {round_ + 1}: {row['calls']} calls", flush=True)
             if method in args.profile.split(","):
                 profile = cProfile.Profile()
@@ -321,6 +339,9 @@ def main() -> None:
                     "min": found["min"],
                     "max": found["max"],
                     "over_chatopenai": found["median"] / floor,
+                    "wall_over_ideal": statistics.median(
+                        r["wall_over_ideal"] for r in mine if r["client"] == client
+                    ),
                 }
             )
     print(
@@ -338,9 +359,14 @@ def main() -> None:
             ("min", "min", ".3f"),
             ("max", "max", ".3f"),
             ("over_chatopenai", "x ChatOpenAI", ".2f"),
+            ("wall_over_ideal", "wall/ideal", ".3f"),
         ],
     )
     print("target: noterag eval <= 1.25x the ChatOpenAI loop's CPU per call")
+    print(
+        "wall/ideal: the run's wall time / (the endpoint's service time / concurrency); the "
+        "eval's includes its set-up and summary, the loops' their requests only"
+    )
     for method, text in profiles.items():
         print(f"\ncProfile of one {method} eval run (top {args.top} by own time):")
         print(text)
