@@ -23,7 +23,8 @@ Printed per method: CPU per call (the process's user + system time over the run 
 the endpoint served), the ratio to the ChatOpenAI loop (target for the eval: <= 1.25x), and
 what each layer adds; and each run's wall / ideal (ideal = the endpoint's service time of its
 requests / concurrency): the bare loops show how close a client that costs less gets to the
-ideal on this machine (vanilla's one call a question is the hard case). ``--rounds``: each figure is the median over rounds, with its min-max.
+ideal on this machine (vanilla's one call a question is the hard case). ``--rounds``: each
+figure is the median over rounds, with its min-max.
 ``--profile METHOD``: cProfile over one more eval run of METHOD, its top entries by own time.
 Writes JSON (default bench/results/client_cpu.json).
 """
