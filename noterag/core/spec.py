@@ -142,6 +142,8 @@ class Deps:
         """This run's profile strategies: the context's profile for this method, the run's task
         (the input's, else the context's) and official code (a baseline's setting, else the
         method's)."""
+        if ctx.profile == "paper":  # the paper's strategies whatever the task (every step asks)
+            return self.paper_profile
         return get_profile(
             ctx.profile,
             self.method,

@@ -408,10 +408,12 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
             try:
                 while True:
                     request = gen.send(result)
-                    if isinstance(request, list):
-                        result = list(await asyncio.gather(*(perform(e) for e in request)))
-                    else:
+                    if not isinstance(request, list):
                         result = await perform(request)
+                    elif len(request) > 1:
+                        result = list(await asyncio.gather(*(perform(e) for e in request)))
+                    else:  # no task for one effect (a step searching for one query) or none
+                        result = [await perform(e) for e in request]
             except StopIteration as done:
                 update = done.value or {}
         return finish(state, env, update, tally.update())
@@ -474,9 +476,13 @@ class StepRunnable(RunnableLambda):
         return kwargs
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if self._config and self._runtime:  # every step node: no keyword dict built
+            return self._body(input, config=config or {}, runtime=get_runtime())
         return self._body(input, **self._kwargs(config))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if self._config and self._runtime:
+            return await self._abody(input, config=config or {}, runtime=get_runtime())
         return await self._abody(input, **self._kwargs(config))
 
 
