@@ -5,8 +5,10 @@ Every registered method, under each of its profiles, answers the shipped sample 
 `run_eval` against bench/sim_endpoint.py (no latency: only the counts matter). The endpoint
 answers each prompt stage plausibly, so the graphs take their usual paths; its token counts
 are whitespace words (prompt and reply), not a tokenizer's, so read the token figures as an
-order of magnitude. A method the endpoint cannot serve (FLARE, REPLUG and Self-RAG read token
-log-probabilities, which it does not return) is measured with tests/scripted.py's scripted
+order of magnitude. The endpoint recognises a method's stages from the prompt templates it
+declares (bench/sim_endpoint.py), so a method added later is measured on its own loop; check
+the ``steps/q`` column. A method the endpoint cannot serve (Self-RAG reads the reflection
+tokens only a Self-RAG-trained model writes) is measured with tests/scripted.py's scripted
 model instead (every token certain, Self-RAG's reflection tokens from its stand-in), which
 counts tokens the same way; its entry says so (``"model": "scripted"``). Each entry also
 keeps the loop's mean ``steps`` per question and a fingerprint of the profile's prompt texts
