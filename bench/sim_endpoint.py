@@ -180,7 +180,9 @@ def declared_templates() -> list[Template]:
     return list(unique.values())
 
 
-_learned: dict[tuple[int, ...], list[Template]] = {}
+# (the registered specs, their templates): the specs are held, so that no other spec can take
+# one's id while the templates are kept
+_learned: list[tuple[tuple[Any, ...], list[Template]]] = []
 _learned_lock = threading.Lock()
 
 
@@ -189,12 +191,15 @@ def learned_templates() -> list[Template]:
     after the endpoint started is recognised too)."""
     from noterag.registry.methods import METHODS
 
-    key = tuple(id(spec) for spec in METHODS.values())
+    specs = tuple(METHODS.values())
     with _learned_lock:
-        if key not in _learned:
-            _learned.clear()
-            _learned[key] = declared_templates()
-        return _learned[key]
+        if (
+            not _learned
+            or len(_learned[0][0]) != len(specs)
+            or any(a is not b for a, b in zip(_learned[0][0], specs, strict=True))
+        ):
+            _learned[:] = [(specs, declared_templates())]
+        return _learned[0][1]
 
 
 def identify(prompt: str) -> tuple[str, str | None]:
