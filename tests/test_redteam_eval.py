@@ -857,7 +857,7 @@ def test_workers_are_no_more_than_the_questions_to_answer(
     def run_workers(setup: Any, todo: Any, n_workers: int, keep: Any, stopped: Any) -> None:
         started.append(n_workers)
         for example in todo:  # answered here: only the number of processes is the point
-            keep(asyncio.run(answer_one(setup.build_graph(), spec, example, setup.config)))
+            keep([asyncio.run(answer_one(setup.build_graph(), spec, example, setup.config))])
 
     from noterag.eval.rows import answer_one
     from noterag.registry.methods import METHODS

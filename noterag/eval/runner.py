@@ -345,9 +345,10 @@ def _run_in_workers(
 
     with _Keeper(run_dir, index_build) as write:
 
-        def keep(row: dict[str, Any]) -> None:
-            write(row)
-            meter.advance(row)
+        def keep(rows: list[dict[str, Any]]) -> None:
+            write.extend(rows)
+            for row in rows:
+                meter.advance(row)
 
         try:
             with meter:
@@ -630,9 +631,13 @@ class _Keeper:
         self.writer = _ResultsWriter(run_dir / RESULTS_FILE)
 
     def __call__(self, row: dict[str, Any]) -> None:
+        self.extend([row])
+
+    def extend(self, rows: list[dict[str, Any]]) -> None:
+        """Keep ``rows`` in one write (worker processes' rows that came in together)."""
         self._check_index()
         try:
-            self.writer.append(row)
+            self.writer.extend(rows)
         except OSError as exc:
             raise self._unwritable(exc) from None
 
