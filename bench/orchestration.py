@@ -22,16 +22,27 @@ token, default 100 ms + 2 ms/token). Printed per method:
 - LLM calls per question: counted by the endpoint, by the graph's ``llm_calls`` (must agree),
   and duplicates (the same prompt sent twice within one question: a wasted call), by stage.
 
-Then the orchestration's CPU floor, without HTTP: DeepNote through a scripted model and a
-keyword retriever (tests/scripted.py) against a bare LangGraph loop that makes the same model
-calls (same prompts, same stage metadata) and the same retrievals through the same model and
-retriever, one graph step per call or search, under ``ainvoke`` as the eval runner does; and
-against the same loop taking the graph steps DeepNote's nodes took (the question step and any
-step that made no call included), each making that node's calls. Printed:
-CPU ms per model call of the three and the ratios: to the first, noterag's orchestration on
-top of a minimal LangGraph loop (target <= 1.15x); to the second, what noterag adds on top of
-LangGraph's own cost of the same graph steps. The sides are timed in turn question by question
-(a busy machine slows them alike), the median of ``--floor-rounds`` rounds.
+Then the orchestration's CPU floor, without HTTP, for one method of each family (the note
+loop: DeepNote; ReSP; Amber; a one-call baseline: vanilla RAG; ``--floor-methods``): the
+method through a scripted model and a keyword retriever (tests/scripted.py; the retriever a
+``SearchMixin``, as noterag's own indexes are, searched on the event loop) against three
+LangGraph loops that make the same model calls (same prompts, same stage metadata) and the same
+searches through the same model and retriever, under ``ainvoke`` as the eval runner does:
+
+- the bare loop: one graph step per call or search, a three-field state (the framework's floor;
+  target: DeepNote <= 1.10x);
+- the same-steps loop: the graph steps the method's nodes took (the question step and any step
+  that made no call included), each making that node's calls: what the number of steps costs;
+- the same-graph loop: the method's own graph (its state schema, nodes, edges, conditional-edge
+  routes, retry policies), each node a plain async function that makes its node's calls and
+  returns the update the node wrote: LangGraph's cost of the method's graph, so that the method
+  over it is noterag's own code.
+
+Printed: CPU ms per model call of the four and the method's ratio to each (and to the bare loop
+in every round), then where the method's CPU goes: the top entries by own time under noterag
+and under langgraph of one profiled pass (cProfile on CPU time). The sides are timed in turn
+question by question (a busy machine slows them alike), the median of ``--floor-rounds``
+rounds.
 
     python bench/orchestration.py [--questions 5] [--base-ms 100] [--per-token-ms 2] [--json out.json]
     python bench/orchestration.py --floor-only [--floor-questions 200] [--floor-rounds 3]
