@@ -290,6 +290,24 @@ def test_the_command_line_refuses_a_human_review(method: str, index_dir: Path) -
         assert not out.exists()  # refused before the run directory
 
 
+def test_run_eval_refuses_a_human_review_once(index_dir: Path) -> None:
+    """Python's run_eval is refused as the command is, before its run directory: before, every
+    question of the run failed on the review, each with an error row."""
+    from noterag.eval import run_eval
+
+    data = index_dir.parent / "q-run-eval.jsonl"
+    data.write_text(json.dumps({"id": "q1", "question": QUESTION, "answers": ["1871"]}) + "\n")
+    out = index_dir.parent / "run-eval-review"
+    with pytest.raises(noterag.NoteragError) as refused:
+        run_eval("deepnote", data, out, index=f"bm25:{index_dir}", model=scripted("deepnote"),
+                 context={"human_review": "note"})  # fmt: skip
+    assert str(refused.value) == (
+        "run_eval does not pause for a human review: human_review is for apps (Agent Chat UI, "
+        "Python with a checkpointer; docs/embedding.md)"
+    )
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_a_note_review_is_refused_or_pauses_at_the_note(method: str) -> None:
     # accepted means honoured: the pause shows the note (tests/test_chat_turns.py checks the

@@ -19,6 +19,7 @@ from noterag.core.context import (
     TASKS,
     RunContext,
     context_from_pairs,
+    refuse_human_review,
     resolve_context,
     setting_names,
 )
@@ -282,11 +283,7 @@ def parse_context(
             "--" + name.replace("_", "-") if name in options else f"-c {name}" for name in ignored
         )
         raise ConfigError(f"{spec.name} retrieves nothing: {given} would do nothing; leave it out")
-    if getattr(settings, "human_review", "none") != "none":
-        raise ConfigError(
-            f"noterag {command} does not pause for a human review: human_review is for apps "
-            "(Agent Chat UI, Python with a checkpointer; docs/embedding.md)"
-        )
+    refuse_human_review(settings, f"noterag {command}")
     return context, settings
 
 

@@ -568,3 +568,13 @@ def _convert(key: str, raw: str, hint: Any) -> Any:
     except ValidationError:
         expected = "true or false" if target is bool else f"a number ({target.__name__})"
         raise ConfigError(f"{key} takes {expected}, not {raw!r}") from None
+
+
+def refuse_human_review(settings: Any, runner: str) -> None:
+    """A run no person watches (``noterag ask``, ``noterag eval``, ``run_eval``) cannot pause
+    for a human review: refused once, before any question, rather than failing each one."""
+    if getattr(settings, "human_review", "none") != "none":
+        raise ConfigError(
+            f"{runner} does not pause for a human review: human_review is for apps "
+            "(Agent Chat UI, Python with a checkpointer; docs/embedding.md)"
+        )

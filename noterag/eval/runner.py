@@ -158,7 +158,7 @@ def run_eval(
         raise ConfigError(f"limit must be at least 1, not {limit}")
     import noterag
     from noterag import models
-    from noterag.core.context import resolve_context
+    from noterag.core.context import refuse_human_review, resolve_context
     from noterag.core.spec import resolve_retriever
     from noterag.datasets import load_dataset
     from noterag.models.spec import model_endpoint
@@ -168,6 +168,7 @@ def run_eval(
     if fair_topk_from is not None:
         context["top_k"] = fair_top_k(spec.name, fair_topk_from, context)
     run_settings = resolve_context(spec.context, context)  # a bad setting fails now, once
+    refuse_human_review(run_settings, "run_eval")
     examples = load_dataset(Path(dataset), format=format, limit=limit)
     # The whole question set the shards split: what `noterag merge` checks they share.
     digest, everything = dataset_digest(examples), len(examples)
