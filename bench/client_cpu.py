@@ -12,6 +12,11 @@ same requests are then sent, ``--concurrency`` at a time, by loops that leave ou
 - ``noterag graph``: the method's graph alone (``build_graph`` over the same model spec and
   index), ``ainvoke`` on the same questions in their turns, ``--concurrency`` at a time: what
   the eval adds on top (rows, scores, counters, the durable results file) is the difference;
+- ``LangGraph loop``: LangGraph's floor, a bare ``StateGraph`` (three fields, one node that
+  loops) with ``ChatOpenAI``: one graph step per call, or per set of calls the question had in
+  flight at once (sent concurrently, as the method sent them), each question's calls in the
+  eval's order, ``ainvoke`` per question: what a graph of LangGraph alone costs above the
+  ChatOpenAI loop, the bound under noterag's graph (orchestration.py's bare loop over HTTP);
 - ``noterag model``: the eval's chat model alone (``load_chat_model("openai:sim@...")``: its
   request hooks, turns, deadline and reply check), ``ainvoke`` on the same messages;
 - ``ChatOpenAI``: a plain ``langchain_openai.ChatOpenAI`` (LangChain's floor), ``ainvoke``;
@@ -21,7 +26,8 @@ same requests are then sent, ``--concurrency`` at a time, by loops that leave ou
 
 Printed per method: CPU per call (the process's user + system time over the run / the requests
 the endpoint served), the ratio to the ChatOpenAI loop (target for the eval: <= 1.25x), and
-what each layer adds; and each run's wall / ideal (ideal = the endpoint's service time of its
+what each layer adds, and a line ``bound:`` per method: the LangGraph loop's ratio (what
+LangGraph alone costs above ChatOpenAI) beside the eval's; and each run's wall / ideal (ideal = the endpoint's service time of its
 requests / concurrency): the bare loops show how close a client that costs less gets to the
 ideal on this machine (vanilla's one call a question is the hard case). ``--rounds``: each
 figure is the median over rounds, with its min-max.
@@ -36,6 +42,7 @@ import asyncio
 import cProfile
 import io
 import json
+import math
 import pstats
 import resource
 import statistics
@@ -54,10 +61,10 @@ from noterag.eval import run_eval
 from noterag.eval.loop import run_on_loop
 from noterag.models import load_chat_model
 from noterag.models.http import http_library
-from noterag.models.turns import ModelTurns, question_turns
+from noterag.models.turns import _QUESTION, ModelTurns, question_turns
 from noterag.retrievers.sample import sample_index, sample_questions
 
-LOOPS = ("noterag graph", "noterag model", "ChatOpenAI", "AsyncOpenAI", "httpx")
+LOOPS = ("noterag graph", "LangGraph loop", "noterag model", "ChatOpenAI", "AsyncOpenAI", "httpx")
 
 
 def write_dataset(path: Path, n: int) -> Path:
@@ -84,16 +91,27 @@ def eval_run(
     sim: SimProcess,
     out: Path,
     profile: cProfile.Profile | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One run_eval at ``concurrency``: its row (CPU per call) and the request bodies it sent."""
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[list[list[dict[str, Any]]]]]:
+    """One run_eval at ``concurrency``: its row (CPU per call), the request bodies it sent, and
+    the same bodies per question as ``plans`` (``question_plans``)."""
     model = load_chat_model(f"openai:sim@{sim.url}")
     bodies: list[bytes] = []
+    # per request: [its question's turns record, sent at, reply's headers at]; the record is the
+    # one object per question the eval's tasks share (the context of its question_turns), so
+    # it tells which question a request was of, wherever in the graph it was sent
+    sent: dict[int, list[Any]] = {}
 
     async def keep(request: Any) -> None:
         if request.url.path.endswith("/chat/completions"):
             bodies.append(request.content)
+            sent[id(request)] = [request, _QUESTION.get(), time.perf_counter(), math.inf]
+
+    async def came(response: Any) -> None:
+        if id(response.request) in sent:
+            sent[id(response.request)][3] = time.perf_counter()
 
     model.http_async_client.event_hooks["request"].append(keep)
+    model.http_async_client.event_hooks["response"].append(came)
     sim.records()
     started, cpu = time.perf_counter(), cpu_s()
     if profile is not None:
@@ -126,7 +144,31 @@ def eval_run(
         "cpu_s": cpu,
         "cpu_ms_per_call": 1000 * cpu / max(1, requests),
     } | ideal(served, wall, concurrency)
-    return row, [json.loads(body) for body in bodies]
+    return row, [json.loads(body) for body in bodies], question_plans(list(sent.values()))
+
+
+def question_plans(sent: list[list[Any]]) -> list[list[list[dict[str, Any]]]]:
+    """The eval's requests per question, in the order the questions began: each question's
+    bodies in order of sending, grouped into the sets it had in flight at once (a request sent
+    before the replies of its set came joins it: Amber's chunk filters, ReSP's two summaries)."""
+    if any(question is None for _, question, _, _ in sent):
+        raise SystemExit("client_cpu: a request was sent outside a question's turns")
+    by_question: dict[int, list[list[Any]]] = {}
+    for entry in sorted(sent, key=lambda entry: entry[2]):
+        by_question.setdefault(id(entry[1]), []).append(entry)
+    plans = []
+    for entries in by_question.values():
+        plan: list[list[dict[str, Any]]] = []
+        until = -math.inf
+        for request, _, start, end in entries:
+            if plan and start < until:
+                plan[-1].append(json.loads(request.content))
+                until = max(until, end)
+            else:
+                plan.append([json.loads(request.content)])
+                until = end
+        plans.append(plan)
+    return plans
 
 
 async def _pump(
@@ -189,10 +231,53 @@ def graph_run(
     }
 
 
+def langgraph_loop(model: Any) -> Any:
+    """LangGraph's floor: a StateGraph of three fields whose one node sends the next set of a
+    question's ``plan`` (its messages lists; a set of several concurrently) through ``model`` and
+    loops until the plan is done: the calls of one question, one graph step per set.
+
+    Its router is async: LangGraph runs a sync router in a worker thread under ``ainvoke``, a
+    thread hop per step that noterag's own routers do not make either."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class State(TypedDict):
+        plan: list[Any]
+        i: int
+        replies: list[str]
+
+    async def step(state: State) -> dict[str, Any]:
+        calls = state["plan"][state["i"]]
+        if len(calls) == 1:
+            replies = [await model.ainvoke(calls[0])]
+        else:
+            replies = await asyncio.gather(*(model.ainvoke(messages) for messages in calls))
+        return {
+            "i": state["i"] + 1,
+            "replies": [*state["replies"], *(reply.content for reply in replies)],
+        }
+
+    # Any, not State: LangGraph reads a router's type hints, and State is local to this function
+    async def route(state: Any) -> str:
+        return "step" if state["i"] < len(state["plan"]) else END
+
+    graph = StateGraph(State)
+    graph.add_node("step", step)
+    graph.add_edge(START, "step")
+    graph.add_conditional_edges("step", route)
+    return graph.compile()
+
+
 def loop_run(
-    client: str, payloads: list[dict[str, Any]], concurrency: int, url: str, method: str
+    client: str,
+    payloads: list[dict[str, Any]],
+    plans: list[list[list[dict[str, Any]]]],
+    concurrency: int,
+    url: str,
+    method: str,
 ) -> dict[str, Any]:
-    """The same requests through one bare client: its row (CPU per call)."""
+    """The same requests through one bare client (or, ``LangGraph loop``, each question's
+    ``plans`` through a bare LangGraph loop over ChatOpenAI): its row (CPU per call)."""
     import openai
     from langchain_core.messages import convert_to_messages
     from langchain_openai import ChatOpenAI
@@ -215,6 +300,18 @@ def loop_run(
 
         async def call(job: Any) -> Any:
             return await model.ainvoke(job)
+    elif client == "LangGraph loop":
+        graph = langgraph_loop(ChatOpenAI(model="sim", base_url=url, api_key="EMPTY", **settings))
+        jobs = [
+            [[convert_to_messages(p["messages"]) for p in calls] for calls in plan]
+            for plan in plans
+        ]
+        sent = sum(len(calls) for plan in plans for calls in plan)
+        if sent != len(payloads):
+            raise SystemExit(f"client_cpu: {sent} requests in the plans, {len(payloads)} sent")
+
+        async def call(job: Any) -> Any:
+            return await graph.ainvoke({"plan": job, "i": 0, "replies": []})
     elif client == "AsyncOpenAI":
         sdk = openai.AsyncOpenAI(base_url=url, api_key="EMPTY")
         jobs = payloads
@@ -231,10 +328,11 @@ def loop_run(
             response.raise_for_status()
             return response.json()
 
+    extra = {"graph_steps": sum(map(len, plans)) / len(plans)} if client == "LangGraph loop" else {}
     measured: list[float] = []
 
     async def main() -> None:
-        # one warm-up request: connections opened, lazy imports done
+        # one warm-up request (the LangGraph loop: question): connections opened, lazy imports
         await call(jobs[0])
         started, cpu = time.perf_counter(), cpu_s()
         await _pump(jobs, concurrency, call, turns)
@@ -246,12 +344,12 @@ def loop_run(
     return {
         "method": method,
         "client": client,
-        "calls": len(jobs),
+        "calls": len(payloads),
         "wall_s": wall,
         "cpu_s": cpu,
-        "cpu_ms_per_call": 1000 * cpu / len(jobs),
+        "cpu_ms_per_call": 1000 * cpu / len(payloads),
         "since": since,
-    }
+    } | extra
 
 
 def ideal(served: list[Any], wall: float, concurrency: int, since: float = 0) -> dict[str, Any]:
@@ -261,6 +359,39 @@ def ideal(served: list[Any], wall: float, concurrency: int, since: float = 0) ->
     model_s = sum(r.end - r.start for r in served if r.start >= since)
     bound = model_s / concurrency or 1e-9
     return {"model_s": model_s, "ideal_s": bound, "wall_over_ideal": wall / bound}
+
+
+def langgraph_bound(
+    method: str, summary: list[dict[str, Any]], rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The bound under ``method``'s eval: what LangGraph alone costs above the ChatOpenAI loop
+    (the LangGraph loop's ratio), beside the eval's ratio, and the eval's CPU per call above
+    the LangGraph loop's (noterag's: its graph's code, the eval's rows and scores)."""
+    mine = {r["client"]: r for r in summary if r["method"] == method}
+    floor, graph, ours = mine["ChatOpenAI"], mine["LangGraph loop"], mine["noterag eval"]
+    steps = statistics.median(
+        r["graph_steps"] for r in rows if r["method"] == method and r["client"] == "LangGraph loop"
+    )
+    found = {
+        "method": method,
+        "chatopenai_ms": floor["cpu_ms_per_call"],
+        "langgraph_ms": graph["cpu_ms_per_call"],
+        "langgraph_over_chatopenai": graph["over_chatopenai"],
+        "langgraph_steps_per_question": steps,
+        "eval_ms": ours["cpu_ms_per_call"],
+        "eval_over_chatopenai": ours["over_chatopenai"],
+        "eval_over_langgraph": ours["cpu_ms_per_call"] / graph["cpu_ms_per_call"],
+    }
+    found["text"] = (
+        f"bound: {method}: LangGraph alone (a bare loop, {steps:.1f} steps a question) "
+        f"{graph['cpu_ms_per_call']:.3f} ms/call = {graph['over_chatopenai']:.2f}x the "
+        f"ChatOpenAI loop's {floor['cpu_ms_per_call']:.3f} "
+        f"(+{graph['cpu_ms_per_call'] - floor['cpu_ms_per_call']:.3f} ms); the eval "
+        f"{ours['cpu_ms_per_call']:.3f} = {ours['over_chatopenai']:.2f}x, "
+        f"{found['eval_over_langgraph']:.2f}x the LangGraph loop "
+        f"(+{ours['cpu_ms_per_call'] - graph['cpu_ms_per_call']:.3f} ms/call noterag's own)"
+    )
+    return found
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -296,7 +427,7 @@ def main() -> None:
             eval_run(method, 4, 2, dataset, index, sim, Path(tmp) / "warm")
             for round_ in range(args.rounds):
                 out = Path(tmp) / f"{method}-{round_}"
-                row, payloads = eval_run(
+                row, payloads, plans = eval_run(
                     method, args.questions, args.concurrency, dataset, index, sim, out
                 )
                 rows.append(row | {"round": round_ + 1})
@@ -307,7 +438,9 @@ def main() -> None:
                             method, args.questions, args.concurrency, dataset, index, sim.url
                         )
                     else:
-                        loop_row = loop_run(client, payloads, args.concurrency, sim.url, method)
+                        loop_row = loop_run(
+                            client, payloads, plans, args.concurrency, sim.url, method
+                        )
                     served = sim.records()
                     bound = ideal(served, loop_row["wall_s"], args.concurrency, loop_row["since"])
                     rows.append(loop_row | bound | {"round": round_ + 1})
@@ -364,6 +497,9 @@ def main() -> None:
         ],
     )
     print("target: noterag eval <= 1.25x the ChatOpenAI loop's CPU per call")
+    bounds = [langgraph_bound(method, summary, rows) for method in methods]
+    for line in bounds:
+        print(line["text"])
     print(
         "wall/ideal: the run's wall time / (the endpoint's service time / concurrency); the "
         "eval's includes its set-up and summary, the loops' their requests only"
@@ -372,7 +508,9 @@ def main() -> None:
         print(f"\ncProfile of one {method} eval run (top {args.top} by own time):")
         print(text)
     path = write_results(
-        "client_cpu", {"runs": rows, "summary": summary, "profiles": profiles}, args.json
+        "client_cpu",
+        {"runs": rows, "summary": summary, "bounds": bounds, "profiles": profiles},
+        args.json,
     )
     print(f"wrote {path}")
 
