@@ -109,7 +109,7 @@ def eval_run(
     profile: cProfile.Profile | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[list[list[dict[str, Any]]]]]:
     """One run_eval at ``concurrency``: its row (CPU per call), the request bodies it sent, and
-    the same bodies per question as ``plans`` (``question_plans``)."""
+    the same bodies per question, in sets sent at once (``in_flight_sets``)."""
     model = load_chat_model(f"openai:sim@{sim.url}")
     # the question of a request: its turns record, the one object per question that the eval's
     # tasks share (the context of its question_turns), wherever in the graph it was sent
