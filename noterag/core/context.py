@@ -495,10 +495,38 @@ def check_configurable(
     checked before the graph was built (``noterag.core.policy``)."""
     if not configurable:
         return
+    passed = _passed(schema, allowed)
+    if passed.issuperset(configurable):  # every step of a run repeats the same keys
+        return
     lenient = "|" in str(configurable.get("checkpoint_ns") or "") or (
         "langgraph_request_id" in configurable
     )
     _check_keys(schema, frozenset(configurable), allowed, lenient)
+    # the keys that pass alone, whatever their company and however lenient the check: the next
+    # step's keys are tested by one set test, in C. Bounded: a client may send new "__" keys.
+    if len(passed) > _PASSED_KEPT:
+        passed.clear()
+    passed.update(key for key in configurable if _passes(schema, key, allowed))
+
+
+_PASSED_KEPT = 512
+
+
+@functools.cache
+def _passed(schema: type[RunContext], allowed: frozenset[str]) -> set[str]:
+    return set()
+
+
+def _passes(schema: type[RunContext], key: str, allowed: frozenset[str]) -> bool:
+    """Whether ``key`` passes ``check_configurable`` alone (``_check_keys`` refuses only keys
+    that are none of these)."""
+    return (
+        key in _name_set(schema)
+        or key in LANGGRAPH_KEYS
+        or key in SERVER_KEYS
+        or key in allowed
+        or key.startswith(("__", "langgraph_"))
+    )
 
 
 @functools.lru_cache(maxsize=256)

@@ -41,6 +41,10 @@ class Prompt:
     # the text cut at its slots once ("slots" style): literal, slot name, literal, ... so that
     # filling it is one join, not a regex pass with a Python call per slot
     _pieces: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
+    # the same cut as a str.format template (literal braces doubled, each slot {name}), filled
+    # by format_map in one pass in C, which expands no value either; None where a slot's name
+    # is no identifier (str.format would read "{0}" as a position)
+    _template: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.style == "format":
@@ -54,7 +58,14 @@ class Prompt:
                 if m.group(1) in self.slots:
                     pieces += [self.text[start : m.start()], m.group(1)]
                     start = m.end()
-            object.__setattr__(self, "_pieces", (*pieces, self.text[start:]))
+            pieces.append(self.text[start:])
+            object.__setattr__(self, "_pieces", tuple(pieces))
+            if all(name.isidentifier() for name in pieces[1::2]):
+                template = "".join(
+                    "{" + piece + "}" if i % 2 else piece.replace("{", "{{").replace("}", "}}")
+                    for i, piece in enumerate(pieces)
+                )
+                object.__setattr__(self, "_template", template)
 
     def format(self, **values: str) -> str:
         # the question's cap holds where prompts are built too: a question written into a
@@ -64,11 +75,12 @@ class Prompt:
             question = values.get(slot)
             if isinstance(question, str) and len(question) > MAX_QUESTION_CHARS:
                 check_question_size(question)
-        missing = self.slots - values.keys()
-        if missing:
-            raise KeyError(f"prompt {self.name!r} needs {sorted(missing)}")
+        if not values.keys() >= self.slots:
+            raise KeyError(f"prompt {self.name!r} needs {sorted(self.slots - values.keys())}")
         if self.style == "format":
             return self.text.format(**{k: values[k] for k in self.slots})
+        if self._template is not None:
+            return self._template.format_map(values)
         pieces = list(self._pieces)
         for i in range(1, len(pieces), 2):  # the odd pieces are slot names
             pieces[i] = values[pieces[i]]

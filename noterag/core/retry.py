@@ -34,9 +34,15 @@ def noted_search() -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        if SEARCH_NOTE not in getattr(exc, "__notes__", ()):
-            exc.add_note(SEARCH_NOTE)
+        note_search(exc)
         raise
+
+
+def note_search(exc: BaseException) -> None:
+    """Mark ``exc`` as a search's (``SEARCH_NOTE``), once: what ``noted_search`` does, for a
+    step's every search, where a ``try`` costs less than a generator's context manager."""
+    if SEARCH_NOTE not in getattr(exc, "__notes__", ()):
+        exc.add_note(SEARCH_NOTE)
 
 
 def _status(exc: BaseException) -> int | None:

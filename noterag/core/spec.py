@@ -137,6 +137,10 @@ class Deps:
     # the keys of ``config["configurable"]`` that are theirs, not a misspelt setting
     config_keys: frozenset[str] = frozenset()
     _quiet: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # (stage, stream) -> the model model_for gave (a stage without a role raises every time)
+    _for: dict[tuple[str, bool], Any] = field(default_factory=dict, repr=False, compare=False)
+    # the Env of each run under way, by its writer's id (noterag.core.step.node)
+    _envs: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def profile(self, ctx: Any, state: Mapping[str, Any]) -> Profile:
         """This run's profile strategies: the context's profile for this method, the run's task
@@ -158,6 +162,14 @@ class Deps:
         """The stage's model. Internal calls get a copy that never streams: under
         ``stream_mode="messages"`` LangGraph would otherwise make every call stream, and the
         streamed replies of many endpoints carry no token usage."""
+        found = self._for.get((stage, stream))
+        if found is not None:  # every call of a run asks again: looked up once per stage
+            return found
+        found = self._model_for(stage, stream)
+        self._for[stage, stream] = found
+        return found
+
+    def _model_for(self, stage: str, stream: bool) -> Any:
         role = self.stage_roles.get(stage, stage)
         if self.roles and role not in self.roles:
             # else the stage would quietly take the default model, whatever <role>_model= says

@@ -38,7 +38,7 @@ from noterag.core.context import (
 from noterag.core.lcel import VERBATIM_ANSWER
 from noterag.core.parsing import count_fallbacks, fell_back
 from noterag.core.profiles import Profile
-from noterag.core.retry import noted_search, searching
+from noterag.core.retry import note_search, searching
 from noterag.core.spec import Deps, MethodError, override_prompts
 from noterag.core.state import Passage, after_update, declared_keys
 from noterag.retrievers.calls import asearch
@@ -118,6 +118,13 @@ class Env:
         """The run's ``max_passage_chars`` (None for a context without the field: no cap)."""
         return getattr(self.ctx, "max_passage_chars", None)
 
+    @functools.cached_property  # read once per Env (a run's steps share theirs)
+    def listening(self) -> bool:
+        """Whether anyone reads this run's events: False when the writer does nothing (a run
+        not streamed with ``stream_mode="custom"``: ``invoke``, an eval's ``ainvoke``), so a
+        step may skip building an event's payload (``if env.listening: env.emit(...)``)."""
+        return not _silent(getattr(self.writer, "__code__", None))
+
     def emit(self, event: dict[str, Any]) -> None:
         """Send one progress event to ``stream_mode="custom"``."""
         self.writer(event)
@@ -126,7 +133,24 @@ class Env:
         """Per-call sampling arguments: the profile's (official: the official code's 0.1 / 0.9 /
         1280), then what the run sets. Passed with each call, so they reach model objects a
         caller built too."""
+        return dict(self._sampling)
+
+    @functools.cached_property  # built once per Env (a run's steps share theirs): read-only
+    def _sampling(self) -> dict[str, Any]:
         return {**self.profile.sampling, **self.ctx.sampling()}
+
+
+def _does_nothing(event: Any) -> None:
+    pass
+
+
+@functools.lru_cache(maxsize=64)
+def _silent(code: Any) -> bool:
+    """Whether a writer whose code is ``code`` does nothing: its bytecode is a body of
+    ``pass`` (LangGraph's writer of a run that does not stream custom events is a fresh
+    ``def stream_writer(c): pass`` in every run, so the test is on its code, which is one
+    object). Any other code, or a writer that is no Python function (None here), listens."""
+    return code is not None and code.co_code == _does_nothing.__code__.co_code
 
 
 class _Same:
@@ -217,7 +241,8 @@ def capped(passages: list[Passage], limit: int | None) -> list[Passage]:
 def searched(env: Env, search: Search, docs: list[Any]) -> list[Passage]:
     """The passages a search found (capped as the run says), announced as a retrieval event."""
     found = capped([to_passage(d) for d in docs[: search.k]], env.passage_cap)
-    env.emit(retrieval_event(search.query, search.k, found))
+    if env.listening:
+        env.emit(retrieval_event(search.query, search.k, found))
     return found
 
 
@@ -251,7 +276,7 @@ class _Tally:
 
 def _arguments(env: Env, ask: Ask) -> dict[str, Any]:
     """The per-call model arguments of ``ask``: the run's sampling, then the call's options."""
-    sampling = env.sampling()
+    sampling = env._sampling  # only unpacked into the call's keywords: never changed
     return sampling | dict(ask.options) if ask.options else sampling
 
 
@@ -307,6 +332,10 @@ def run_context(
     return ctx
 
 
+# Envs kept per graph: more than the runs an eval or a server has under way at once
+_ENVS_KEPT = 256
+
+
 class Then(Protocol):
     """What decides at the end of a step (``noterag.core.decision.Decision``): ``settle`` adds the
     decision to the step's update; the route is the node's conditional edge."""
@@ -347,15 +376,30 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
         after = after_update(state_schema, state, update)
         return then.settle(after, env.ctx, env.profile, update)
 
+    # the Envs of the runs under way, by their writer (each run's own): the graph's nodes share
+    # one for a run with the same context and profile, as a step only reads it
+    envs = deps._envs
+
     def env_now(state: Mapping[str, Any], config: RunnableConfig, runtime: Runtime) -> Env:
         configurable = config.get("configurable")
         check_configurable(schema, configurable, deps.config_keys)
         ctx = run_context(schema, runtime.context, configurable)
-        env = Env(
-            ctx=ctx, deps=deps, profile=deps.profile(ctx, state), writer=runtime.stream_writer
-        )
+        profile, writer = deps.profile(ctx, state), runtime.stream_writer
+        env = envs.get(id(writer))
+        if (
+            env is not None
+            and env.writer is writer
+            and env.ctx is ctx
+            and env.profile is profile
+            and env.deps is deps  # a method's Deps copied with another's fields shares _envs
+        ):
+            return env
+        env = Env(ctx=ctx, deps=deps, profile=profile, writer=writer)
         if ctx.prompts:
             env.prompts  # noqa: B018 -- a misfit override is refused here, before any model call
+        if len(envs) >= _ENVS_KEPT:
+            envs.clear()
+        envs[id(writer)] = env
         return env
 
     def run_sync(state: dict[str, Any], config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
@@ -363,8 +407,11 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
 
         def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
-                with noted_search():
+                try:
                     docs = deps.retriever.invoke(effect.query, k=effect.k)
+                except Exception as exc:
+                    note_search(exc)
+                    raise
                 return searched(env, effect, docs)
             message = as_message(
                 deps.model_for(effect.stage, stream=effect.stream).invoke(
@@ -392,8 +439,11 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
 
         async def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
-                with noted_search():
-                    docs = await _asearch(deps.retriever, effect)
+                try:
+                    docs = await asearch(deps.retriever, effect.query, effect.k)
+                except Exception as exc:
+                    note_search(exc)
+                    raise
                 return searched(env, effect, docs)
             message = as_message(
                 await deps.model_for(effect.stage, stream=effect.stream).ainvoke(
@@ -426,6 +476,8 @@ def with_cost(update: dict[str, Any], cost: dict[str, Any]) -> dict[str, Any]:
     """``update`` with a node's cost fields added: a field the update resets (an ``Overwrite``,
     the question step starting a thread's next turn) restarts at this node's cost."""
     merged = update | cost
+    if update.keys().isdisjoint(cost):  # most updates: no cost field of their own
+        return merged
     for key, value in cost.items():
         if isinstance(update.get(key), Overwrite):
             merged[key] = Overwrite(value)
@@ -472,18 +524,31 @@ class StepRunnable(RunnableLambda):
         if self._config:
             kwargs["config"] = config or {}
         if self._runtime:
-            kwargs["runtime"] = get_runtime()
+            kwargs["runtime"] = _runtime(config)
         return kwargs
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         if self._config and self._runtime:  # every step node: no keyword dict built
-            return self._body(input, config=config or {}, runtime=get_runtime())
+            return self._body(input, config=config or {}, runtime=_runtime(config))
         return self._body(input, **self._kwargs(config))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         if self._config and self._runtime:
-            return await self._abody(input, config=config or {}, runtime=get_runtime())
+            return await self._abody(input, config=config or {}, runtime=_runtime(config))
         return await self._abody(input, **self._kwargs(config))
+
+
+# where LangGraph keeps a run's Runtime in the config it hands a node (langgraph.runtime's
+# get_runtime reads it there too, from the current config's context variable)
+_RUNTIME_KEY = "__pregel_runtime"
+
+
+def _runtime(config: RunnableConfig | None) -> Any:
+    """The run's ``Runtime`` from the node's ``config`` (a dict lookup; ``get_runtime()``'s
+    context variable and its ``get_config`` checks cost more, in every step), else
+    ``get_runtime()``."""
+    runtime = ((config or {}).get("configurable") or {}).get(_RUNTIME_KEY)
+    return runtime if runtime is not None else get_runtime()
 
 
 def check_update(deps: Deps, step: str, update: Mapping[str, Any]) -> None:
