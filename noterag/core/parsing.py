@@ -73,14 +73,14 @@ def parse_questions(reply: str) -> list[str]:
     Falls back to the lines that end with "?", then to the whole reply as one question, so a
     model that ignores the list format still yields something to search for.
     """
-    lines = [line.strip() for line in reply.splitlines() if line.strip()]
+    lines = [stripped for line in reply.splitlines() if (stripped := line.strip())]
     items = [m.group("text") for line in lines if (m := _ITEM.match(line))]
     if not items:
         fell_back("questions")
         items = [line for line in lines if line.endswith("?")]
     if not items and reply.strip():
         items = [" ".join(lines)]
-    return _distinct([_strip_quotes(item) for item in items if _strip_quotes(item)])
+    return _distinct([text for item in items if (text := _strip_quotes(item))])
 
 
 def _strip_quotes(text: str) -> str:

@@ -530,11 +530,15 @@ class StepRunnable(RunnableLambda):
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         if self._config and self._runtime:  # every step node: no keyword dict built
             return self._body(input, config=config or {}, runtime=_runtime(config))
+        if not (self._config or self._runtime):  # a route, a stop rule
+            return self._body(input)
         return self._body(input, **self._kwargs(config))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         if self._config and self._runtime:
             return await self._abody(input, config=config or {}, runtime=_runtime(config))
+        if not (self._config or self._runtime):
+            return await self._abody(input)
         return await self._abody(input, **self._kwargs(config))
 
 
