@@ -129,17 +129,19 @@ def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> Non
         return
     answer: Any = graph.nodes["answer"].runnable  # a Runnable: every method's answer is a node()
 
-    def then_review(update: Any, runtime: Any) -> Any:
+    def then_review(update: Any, config: Any, runtime: Any) -> Any:
         answered = isinstance(update, dict) and update.get("answer") is not None
-        if answered and reviews(run_context(deps.context_schema, runtime.context), "answer"):
-            return Command(goto="review_answer", update=update)
+        if answered:
+            ctx = run_context(deps.context_schema, runtime.context, config.get("configurable"))
+            if reviews(ctx, "answer"):
+                return Command(goto="review_answer", update=update)
         return update
 
     def answer_then_review(state: Any, config: Any, runtime: Any) -> Any:
-        return then_review(answer.invoke(state, config), runtime)
+        return then_review(answer.invoke(state, config), config, runtime)
 
     async def aanswer_then_review(state: Any, config: Any, runtime: Any) -> Any:
-        return then_review(await answer.ainvoke(state, config), runtime)
+        return then_review(await answer.ainvoke(state, config), config, runtime)
 
     graph.nodes["answer"].runnable = StepRunnable(
         answer_then_review, aanswer_then_review, name=answer.name or "answer"
