@@ -52,7 +52,7 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/noterag index noterag/data/sample_corpus.jsonl --out demo-index --force
 	$(VENV)/bin/noterag ask "$(DEMO_QUESTION)" --method deepnote --index demo-index --model local
 
-# Benchmarks, each printing its table (figures also in bench/results/*.json); about 7 minutes.
+# Benchmarks, each printing its table (figures also in bench/results/*.json); about 16 minutes.
 bench: $(VENV)/.installed
 	$(PY) bench/orchestration.py
 	$(PY) bench/throughput.py
