@@ -1,4 +1,7 @@
-"""Evaluation harness: datasets, metrics (and, later, the runner)."""
+"""The evaluation harness (``noterag eval``): a method run over a dataset (``runner``, its
+question loop ``loop``, worker processes ``workers``, Ray ``cluster``), its rows, scores by the
+papers' own metrics (``metrics``), summaries, comparisons and significance (``report``,
+``significance``), merged shards (``merge``) and the reply cache (``cache``)."""
 
 from noterag.datasets import DatasetError, Example, load_dataset, pool_corpus
 from noterag.eval.metrics import aggregate, score
