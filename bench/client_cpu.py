@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import io
 import json
 import math
@@ -61,15 +62,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import print_table, write_results
-from sim_process import SimProcess
+from common import print_table, write_dataset, write_results
+from loops import bare_loop, same_graph, task_steps
+from sim_process import SimProcess, latency_arguments
 
 from noterag.eval import run_eval
 from noterag.eval.loop import run_on_loop
 from noterag.models import load_chat_model
 from noterag.models.http import http_library
 from noterag.models.turns import _QUESTION, ModelTurns, question_turns
-from noterag.retrievers.sample import sample_index, sample_questions
+from noterag.retrievers.sample import sample_index
 
 TARGET = 1.25  # the eval's CPU per call over the ChatOpenAI loop's (issue 36)
 LOOPS = (
@@ -81,15 +83,6 @@ LOOPS = (
     "AsyncOpenAI",
     "httpx",
 )
-
-
-def write_dataset(path: Path, n: int) -> Path:
-    base = sample_questions()
-    with path.open("w") as out:
-        for i in range(n):
-            q = base[i % len(base)]
-            out.write(json.dumps(q | {"id": f"{q['id']}-{i}"}) + "\n")
-    return path
 
 
 def cpu_s() -> float:
@@ -266,33 +259,10 @@ async def send_set(model: Any, calls: list[Any]) -> list[Any]:
 
 
 def langgraph_loop(model: Any) -> Any:
-    """LangGraph's floor: a StateGraph of three fields whose one node sends the next set of a
-    question's ``plan`` (its messages lists; a set of several concurrently) through ``model`` and
-    loops until the plan is done: the calls of one question, one graph step per set.
-
-    Its router is async: LangGraph runs a sync router in a worker thread under ``ainvoke``, a
-    thread hop per step that noterag's own routers do not make either."""
-    from langgraph.graph import END, START, StateGraph
-    from typing_extensions import TypedDict
-
-    class State(TypedDict):
-        plan: list[Any]
-        i: int
-        replies: list[str]
-
-    async def step(state: State) -> dict[str, Any]:
-        replies = await send_set(model, state["plan"][state["i"]])
-        return {"i": state["i"] + 1, "replies": [*state["replies"], *replies]}
-
-    # Any, not State: LangGraph reads a router's type hints, and State is local to this function
-    async def route(state: Any) -> str:
-        return "step" if state["i"] < len(state["plan"]) else END
-
-    graph = StateGraph(State)
-    graph.add_node("step", step)
-    graph.add_edge(START, "step")
-    graph.add_conditional_edges("step", route)
-    return graph.compile()
+    """LangGraph's floor (bench/loops.py's ``bare_loop``): one graph step per set of a
+    question's ``plan`` (its messages lists; a set of several concurrently) through ``model``:
+    the calls of one question."""
+    return bare_loop(functools.partial(send_set, model))
 
 
 def timed_pump(
@@ -346,16 +316,7 @@ def graph_steps(
     async def run(job: tuple[int, dict[str, Any]]) -> None:
         i, values = job
         _ASKED.set(i)  # in this worker's context, which the graph's tasks copy
-        tasks, steps = {}, []
-        async for event in graph.astream(values, stream_mode="debug"):
-            payload = event["payload"]
-            if event["type"] == "task":
-                tasks[payload["id"]] = (event["step"], payload["name"])
-            elif event["type"] == "task_result":
-                steps.append((*tasks[payload["id"]], payload["result"]))
-        if len({step for step, _, _ in steps}) != len(steps):
-            raise SystemExit(f"client_cpu: a step of {method} ran several nodes (no replay)")
-        found[i] = steps
+        found[i] = await task_steps(graph, values, f"client_cpu: {method}")
 
     async def main() -> None:
         await _pump(list(enumerate(inputs)), concurrency, run)
@@ -372,43 +333,17 @@ def graph_steps(
 
 
 def same_graph_loop(builder: Any, model: Any) -> Any:
-    """LangGraph's cost of the method's own graph: its state schema, nodes, edges, routes and
-    retry policies, each node a plain async function that sends the sets of calls its node sent
-    through ``model`` and returns the update the node wrote (both recorded, ``graph_steps``;
-    the question's steps in ``_REPLAY``, last first), as bench/orchestration.py's same-graph
-    loop does without HTTP (that module is not imported here: it patches the openai client)."""
-    from langgraph.graph import StateGraph
+    """LangGraph's cost of the method's own graph (bench/loops.py's ``same_graph``, as
+    bench/orchestration.py's same-graph loop without HTTP): each node a plain async function
+    that sends the sets of calls its node sent through ``model`` and returns the update the
+    node wrote (both recorded, ``graph_steps``; the question's steps in ``_REPLAY``, last
+    first)."""
 
-    def replaying(name: str) -> Any:
-        async def node(state: dict[str, Any]) -> Any:
-            ran, sets, update = _REPLAY.get().pop()
-            if ran != name:
-                raise SystemExit(f"client_cpu: the replay ran {name} where the method ran {ran}")
-            for calls in sets:
-                await send_set(model, calls)
-            return update
+    async def send_sets(sets: list[list[Any]]) -> None:
+        for calls in sets:
+            await send_set(model, calls)
 
-        node.__name__ = name
-        return node
-
-    graph = StateGraph(
-        builder.state_schema,
-        input_schema=builder.input_schema,
-        output_schema=builder.output_schema,
-    )
-    for name, spec in builder.nodes.items():
-        graph.add_node(
-            name,
-            replaying(name),
-            destinations=tuple(spec.ends) or None,
-            retry_policy=spec.retry_policy,
-        )
-    for start, end in builder.edges:
-        graph.add_edge(start, end)
-    for start, branches in builder.branches.items():
-        for branch in branches.values():
-            graph.add_conditional_edges(start, branch.path, branch.ends)
-    return graph.compile()
+    return same_graph(builder, lambda: _REPLAY.get().pop(), send_sets, "client_cpu")
 
 
 def same_graph_run(
@@ -602,8 +537,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--base-ms", type=float, default=100)
-    parser.add_argument("--per-token-ms", type=float, default=2)
+    latency_arguments(parser)
     parser.add_argument(
         "--profile", default="", help="methods to profile (cProfile), e.g. deepnote"
     )

@@ -38,22 +38,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import print_table, write_results
-from sim_process import SimProcess
+from common import print_table, write_dataset, write_results
+from sim_process import SimProcess, latency_arguments
 
 from noterag.eval import run_eval
-from noterag.retrievers.sample import sample_index, sample_questions
+from noterag.retrievers.sample import sample_index
 
 MODES = ("one process", "workers 2", "ray 2 actors")
-
-
-def write_dataset(path: Path, n: int) -> Path:
-    base = sample_questions()
-    with path.open("w") as out:
-        for i in range(n):
-            q = base[i % len(base)]
-            out.write(json.dumps(q | {"id": f"{q['id']}-{i}"}) + "\n")
-    return path
 
 
 def one_run(
@@ -114,8 +105,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--total-concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--base-ms", type=float, default=100)
-    parser.add_argument("--per-token-ms", type=float, default=2)
+    latency_arguments(parser)
     parser.add_argument("--json", type=Path, help="default: bench/results/cluster.json")
     args = parser.parse_args()
 

@@ -1,5 +1,5 @@
 """What the benchmark scripts share: percentiles, gold recall, the results folder, plain-text
-tables."""
+tables, the eval benchmarks' question file."""
 
 from __future__ import annotations
 
@@ -36,6 +36,19 @@ def gold_recall(
         for k in ks:
             recall[k] += len(gold & set(titles[:k])) / len(gold)
     return {k: total / len(questions) for k, total in recall.items()}, latencies
+
+
+def write_dataset(path: Path, n: int) -> Path:
+    """``n`` questions as a JSONL dataset at ``path``: the bundled sample's, cycled under
+    distinct ids (the eval keys its rows by id)."""
+    from noterag.retrievers.sample import sample_questions  # here: the module imports no noterag
+
+    base = sample_questions()
+    with path.open("w") as out:
+        for i in range(n):
+            q = base[i % len(base)]
+            out.write(json.dumps(q | {"id": f"{q['id']}-{i}"}) + "\n")
+    return path
 
 
 def recall_text(recall: dict[int, float]) -> str:

@@ -66,7 +66,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import print_table, write_results
-from sim_process import SimProcess
+from loops import bare_loop, same_graph, task_steps
+from sim_process import SimProcess, latency_arguments
 
 import noterag
 from noterag.models import load_chat_model
@@ -297,101 +298,23 @@ def _performer(model: Any, retriever: Any) -> Any:
     return perform
 
 
-def bare_loop(model: Any, retriever: Any) -> Any:
-    """The framework's floor: a StateGraph whose one node makes the effects of the next step of
-    ``plan`` (model calls with their stage metadata, searches; several searches of one step
-    concurrently, as a step that fuses several queries does) and loops until the plan is done.
-
-    Its router is async: LangGraph runs a sync router (``lambda s: ...``) in a worker thread
-    under ``ainvoke``, a thread hop per step that noterag's own routers do not make either."""
-    from langgraph.graph import END, START, StateGraph
-    from typing_extensions import TypedDict
-
-    class State(TypedDict):
-        plan: list[Any]
-        i: int
-        replies: list[str]
-
-    perform = _performer(model, retriever)
-
-    async def step(state: State) -> dict[str, Any]:
-        replies = await perform(state["plan"][state["i"]])
-        return {"i": state["i"] + 1, "replies": [*state["replies"], *replies]}
-
-    async def route(state: Any) -> str:
-        return "step" if state["i"] < len(state["plan"]) else END
-
-    graph = StateGraph(State)
-    graph.add_node("step", step)
-    graph.add_edge(START, "step")
-    graph.add_conditional_edges("step", route)
-    return graph.compile()
-
-
-def graph_loop(method_graph: Any, model: Any, retriever: Any) -> tuple[Any, Any]:
-    """LangGraph's own cost of the method's graph: the same state schema, nodes, edges, routes
-    (the method's own conditional-edge paths, which only read ``stop_reason``) and retry
-    policies, each node a plain async function that makes the effects its node made and
-    returns the update it wrote (recorded from a run). What the method costs beyond this is
-    noterag's code in its nodes. Returns the graph and ``replay(plan)``, which runs it over
-    one recorded run's ``[(node, effects, update), ...]``."""
-    from langgraph.graph import StateGraph
-
-    builder = method_graph.builder
-    perform = _performer(model, retriever)
+def graph_loop(method_graph: Any, model: Any, retriever: Any) -> Any:
+    """LangGraph's own cost of the method's graph (bench/loops.py's ``same_graph``): each node a
+    plain async function that makes the effects its node made and returns the update it wrote
+    (recorded from a run). What the method costs beyond this is noterag's code in its nodes.
+    Returns ``replay(question, plan)``, which runs it over one recorded run's
+    ``[(node, effects, update), ...]``."""
     pending: list[Any] = []
-
-    def replaying(name: str) -> Any:
-        async def node(state: dict[str, Any]) -> Any:
-            ran, effects, update = pending.pop()
-            assert ran == name, f"the replay ran {name} where the method ran {ran}"
-            await perform(effects)
-            return update
-
-        node.__name__ = name
-        return node
-
-    graph = StateGraph(
-        builder.state_schema,
-        input_schema=builder.input_schema,
-        output_schema=builder.output_schema,
+    compiled = same_graph(
+        method_graph.builder, pending.pop, _performer(model, retriever), "orchestration"
     )
-    for name, spec in builder.nodes.items():
-        graph.add_node(
-            name,
-            replaying(name),
-            destinations=tuple(spec.ends) or None,
-            retry_policy=spec.retry_policy,
-        )
-    for start, end in builder.edges:
-        graph.add_edge(start, end)
-    for start, branches in builder.branches.items():
-        for branch in branches.values():
-            graph.add_conditional_edges(start, branch.path, branch.ends)
-    compiled = graph.compile()
 
     async def replay(question: str, plan: list[Any]) -> None:
         pending[:] = plan[::-1]
         await compiled.ainvoke({"question": question}, {"recursion_limit": 10_000})
         assert not pending, "the replay stopped before the method's last step"
 
-    return compiled, replay
-
-
-async def _task_steps(graph: Any, question: str) -> list[tuple[int, str, Any]]:
-    """The graph steps of one run of ``question``, one per node run (``stream_mode="debug"``):
-    each step's number, its node and the update the node returned."""
-    tasks: dict[str, tuple[int, str]] = {}
-    found = []
-    async for event in graph.astream({"question": question}, stream_mode="debug"):
-        payload = event["payload"]
-        if event["type"] == "task":
-            tasks[payload["id"]] = (event["step"], payload["name"])
-        elif event["type"] == "task_result":
-            found.append((*tasks[payload["id"]], payload["result"]))
-    steps = [step for step, _, _ in found]
-    assert len(steps) == len(set(steps)), "a step ran several nodes: the replay would merge them"
-    return found
+    return replay
 
 
 async def _cpu(run: Any, inputs: list[Any]) -> float:
@@ -430,16 +353,19 @@ async def bench_floor(
     runs = [entries[a:b] for a, b in zip(starts, [*starts[1:], len(entries)], strict=True)]
     # one untimed run per distinct question: the steps it takes, their nodes and updates (each
     # run of a question takes the same ones, the replies being fixed; the replays check the calls)
-    task_steps = {q: await _task_steps(graph, q) for q in dict.fromkeys(questions)}
+    ran = {
+        q: await task_steps(graph, {"question": q}, "orchestration")
+        for q in dict.fromkeys(questions)
+    }
     per_call = [[[entry] for entry, _ in run] for run in runs]
     same_steps = [
-        [[entry for entry, step in run if step == s] for s, _, _ in task_steps[question]]
+        [[entry for entry, step in run if step == s] for s, _, _ in ran[question]]
         for question, run in zip(questions, runs, strict=True)
     ]
     same_graph = [
         [
             (name, effects, update)
-            for (_, name, update), effects in zip(task_steps[question], plan, strict=True)
+            for (_, name, update), effects in zip(ran[question], plan, strict=True)
         ]
         for question, plan in zip(questions, same_steps, strict=True)
     ]
@@ -448,8 +374,8 @@ async def bench_floor(
         "a call was made outside the steps the run took"
     )
     calls = sum(1 for entry in expected if entry[0] == "ask")
-    loop = bare_loop(model, retriever)
-    _, replay_graph = graph_loop(graph, model, retriever)
+    loop = bare_loop(_performer(model, retriever))
+    replay_graph = graph_loop(graph, model, retriever)
 
     async def ask(question: str) -> None:
         await graph.ainvoke({"question": question})
@@ -605,8 +531,7 @@ def print_floor(floors: list[dict[str, Any]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description="orchestration overhead and critical path")
     parser.add_argument("--questions", type=int, default=5)
-    parser.add_argument("--base-ms", type=float, default=100)
-    parser.add_argument("--per-token-ms", type=float, default=2)
+    latency_arguments(parser)
     # The note methods and the two single-call baselines (the README's table). The simulated
     # endpoint knows their prompts' stages; the other baselines need their own stage phrases
     # there (and flare / replug / self-rag log-probabilities it does not return).

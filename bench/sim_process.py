@@ -21,6 +21,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from sim_endpoint import SimModel, start
 
 
+def latency_arguments(parser: argparse.ArgumentParser) -> None:
+    """The simulated endpoint's latency options, as every benchmark that starts one takes them:
+    ``--base-ms`` a request plus ``--per-token-ms`` an output token."""
+    parser.add_argument("--base-ms", type=float, default=100)
+    parser.add_argument("--per-token-ms", type=float, default=2)
+
+
 class SimProcess:
     """``with SimProcess(base_ms=100, per_token_ms=2) as sim: sim.url; sim.records()``"""
 
@@ -71,7 +78,6 @@ def serve(base_ms: float, per_token_ms: float) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base-ms", type=float, default=100)
-    parser.add_argument("--per-token-ms", type=float, default=2)
+    latency_arguments(parser)
     args = parser.parse_args()
     serve(args.base_ms, args.per_token_ms)

@@ -77,25 +77,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import print_table, write_results
-from sim_process import SimProcess
+from common import print_table, write_dataset, write_results
+from sim_process import SimProcess, latency_arguments
 
 from noterag.eval import run_eval
 from noterag.models import load_chat_model
 from noterag.models.turns import spare_questions
-from noterag.retrievers.sample import sample_index, sample_questions
+from noterag.retrievers.sample import sample_index
 
 # Methods cheap enough to run all N questions one at a time.
 FAST = {"vanilla"}
-
-
-def write_dataset(path: Path, n: int) -> Path:
-    base = sample_questions()
-    with path.open("w") as out:
-        for i in range(n):
-            q = base[i % len(base)]
-            out.write(json.dumps(q | {"id": f"{q['id']}-{i}"}) + "\n")
-    return path
 
 
 def busy_time(records: list[Any]) -> tuple[float, float]:
@@ -292,8 +283,7 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=1, help="runs of each configuration (median, min-max)"
     )
-    parser.add_argument("--base-ms", type=float, default=100)
-    parser.add_argument("--per-token-ms", type=float, default=2)
+    latency_arguments(parser)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--workers", default="1,2", help="worker processes ('' : none)")
     parser.add_argument("--total-concurrency", default="8,32")

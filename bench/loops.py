@@ -1,0 +1,103 @@
+"""The LangGraph loops the CPU benchmarks measure noterag against (bench/orchestration.py's floor
+without HTTP, bench/client_cpu.py's over HTTP): the bare loop, the method's own graph replayed
+with plain nodes, and the recording of a run's graph steps they replay.
+
+Imported by both, so it does nothing at import time (orchestration.py patches the openai client
+when imported; client_cpu.py must not get that patch): each loop is built around a ``perform``
+the caller passes, which makes one step's calls (and searches) its own way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+Perform = Callable[[Any], Awaitable[Any]]
+
+
+def bare_loop(perform: Perform) -> Any:
+    """LangGraph's floor: a StateGraph of three fields whose one node makes the next step of a
+    question's ``plan`` through ``perform`` (which returns the step's replies) and loops until
+    the plan is done: one graph step per step of the plan.
+
+    Its router is async: LangGraph runs a sync router in a worker thread under ``ainvoke``, a
+    thread hop per step that noterag's own routers do not make either."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class State(TypedDict):
+        plan: list[Any]
+        i: int
+        replies: list[str]
+
+    async def step(state: State) -> dict[str, Any]:
+        replies = await perform(state["plan"][state["i"]])
+        return {"i": state["i"] + 1, "replies": [*state["replies"], *replies]}
+
+    # Any, not State: LangGraph reads a router's type hints, and State is local to this function
+    async def route(state: Any) -> str:
+        return "step" if state["i"] < len(state["plan"]) else END
+
+    graph = StateGraph(State)
+    graph.add_node("step", step)
+    graph.add_edge(START, "step")
+    graph.add_conditional_edges("step", route)
+    return graph.compile()
+
+
+def same_graph(
+    builder: Any, take: Callable[[], tuple[str, Any, Any]], perform: Perform, label: str
+) -> Any:
+    """LangGraph's own cost of a method's graph: its ``builder``'s state schema, nodes, edges,
+    routes (the method's own conditional-edge paths) and retry policies, each node a plain async
+    function that takes the next recorded step (``take()``: its node, its effects, the update
+    the node wrote; see ``task_steps``), makes the effects through ``perform`` and returns the
+    update. What the method costs beyond this is noterag's code in its nodes."""
+    from langgraph.graph import StateGraph
+
+    def replaying(name: str) -> Any:
+        async def node(state: dict[str, Any]) -> Any:
+            ran, effects, update = take()
+            if ran != name:
+                raise SystemExit(f"{label}: the replay ran {name} where the method ran {ran}")
+            await perform(effects)
+            return update
+
+        node.__name__ = name
+        return node
+
+    graph = StateGraph(
+        builder.state_schema,
+        input_schema=builder.input_schema,
+        output_schema=builder.output_schema,
+    )
+    for name, spec in builder.nodes.items():
+        graph.add_node(
+            name,
+            replaying(name),
+            destinations=tuple(spec.ends) or None,
+            retry_policy=spec.retry_policy,
+        )
+    for start, end in builder.edges:
+        graph.add_edge(start, end)
+    for start, branches in builder.branches.items():
+        for branch in branches.values():
+            graph.add_conditional_edges(start, branch.path, branch.ends)
+    return graph.compile()
+
+
+async def task_steps(graph: Any, values: dict[str, Any], label: str) -> list[tuple[int, str, Any]]:
+    """The graph steps of one run of ``graph`` on ``values``, one per node run
+    (``stream_mode="debug"``): each step's number, its node and the update the node returned.
+    A step that ran several nodes ends the benchmark: its replay would merge them."""
+    tasks: dict[str, tuple[int, str]] = {}
+    found = []
+    async for event in graph.astream(values, stream_mode="debug"):
+        payload = event["payload"]
+        if event["type"] == "task":
+            tasks[payload["id"]] = (event["step"], payload["name"])
+        elif event["type"] == "task_result":
+            found.append((*tasks[payload["id"]], payload["result"]))
+    if len({step for step, _, _ in found}) != len(found):
+        raise SystemExit(f"{label}: a graph step ran several nodes (its replay would merge them)")
+    return found
