@@ -62,11 +62,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import print_table, write_dataset, write_results
+from common import print_table, sim_eval, write_dataset, write_results
 from loops import bare_loop, same_graph, task_steps
-from sim_process import SimProcess, latency_arguments
+from sim_process import SimProcess, latency_arguments, latency_text
 
-from noterag.eval import run_eval
 from noterag.eval.loop import run_on_loop
 from noterag.models import load_chat_model
 from noterag.models.http import http_library
@@ -111,17 +110,8 @@ def eval_run(
     started, cpu = time.perf_counter(), cpu_s()
     if profile is not None:
         profile.enable()
-    run_eval(
-        method,
-        dataset,
-        out,
-        index=f"bm25:{index}",
-        model=model,
-        limit=n,
-        concurrency=concurrency,
-        progress=False,
-        force=True,
-        model_label="sim",
+    sim_eval(
+        method, dataset, out, index, model, limit=n, concurrency=concurrency, model_label="sim"
     )
     if profile is not None:
         profile.disable()
@@ -622,8 +612,7 @@ def main() -> None:
             )
     print(
         f"\nClient CPU per model call (concurrency {args.concurrency}, simulated endpoint "
-        f"{args.base_ms:g} ms + {args.per_token_ms:g} ms/token in its own process; "
-        f"median over {args.rounds} round(s))"
+        f"{latency_text(args)} in its own process; median over {args.rounds} round(s))"
     )
     print_table(
         summary,

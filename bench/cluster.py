@@ -38,10 +38,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import print_table, write_dataset, write_results
+from common import print_table, sim_eval, write_dataset, write_results
 from sim_process import SimProcess, latency_arguments
 
-from noterag.eval import run_eval
 from noterag.retrievers.sample import sample_index
 
 MODES = ("one process", "workers 2", "ray 2 actors")
@@ -62,18 +61,10 @@ def one_run(
     for sim in sims:
         sim.records()
     started = time.perf_counter()
-    summary = run_eval(
-        method,
-        dataset,
-        out,
-        index=f"bm25:{index}",
-        model=model,
-        concurrency=max(1, total // workers),
-        progress=False,
-        force=True,
-        workers=workers,
-        ray=address if mode.startswith("ray") else None,
-    )
+    summary = sim_eval(
+        method, dataset, out, index, model, concurrency=max(1, total // workers),
+        workers=workers, ray=address if mode.startswith("ray") else None,
+    )  # fmt: skip
     wall = time.perf_counter() - started
     rows = [json.loads(line) for line in (out / "results.jsonl").open()]
     # From the first question's start to the last one's end: the run without its start-up

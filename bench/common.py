@@ -51,6 +51,20 @@ def write_dataset(path: Path, n: int) -> Path:
     return path
 
 
+def sim_eval(
+    method: str, dataset: Path, out: Path, index: Path, model: Any, **options: Any
+) -> dict[str, Any]:
+    """``noterag.eval.run_eval`` as the eval benchmarks run it: on the BM25 index at ``index``,
+    every question answered again (``force``: ``out`` may hold an earlier round), no progress
+    bar; ``options`` the run's own (limit, concurrency, workers, ...). Returns its summary."""
+    from noterag.eval import run_eval
+
+    return run_eval(
+        method, dataset, out, index=f"bm25:{index}", model=model, progress=False, force=True,
+        **options,
+    )  # fmt: skip
+
+
 def recall_text(recall: dict[int, float]) -> str:
     return "recall@k: " + "  ".join(f"@{k} {value:.3f}" for k, value in recall.items())
 

@@ -67,7 +67,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 sys.path.insert(0, str(Path(__file__).parent))
 from common import print_table, write_results
 from loops import bare_loop, same_graph, task_steps
-from sim_process import SimProcess, latency_arguments
+from sim_process import SimProcess, latency_arguments, latency_text
 
 import noterag
 from noterag.models import load_chat_model
@@ -563,7 +563,7 @@ def main() -> None:
         results = [asyncio.run(bench_method(m, sim, questions)) for m in args.methods.split(",")]
     print(
         f"\nOrchestration ({args.questions} questions per method, one at a time; "
-        f"{args.base_ms:g} ms + {args.per_token_ms:g} ms/token; provisional)"
+        f"{latency_text(args)}; provisional)"
     )
     print_table(
         results,

@@ -28,6 +28,11 @@ def latency_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--per-token-ms", type=float, default=2)
 
 
+def latency_text(args: argparse.Namespace) -> str:
+    """``latency_arguments``' values as the benchmarks' headings print them."""
+    return f"{args.base_ms:g} ms + {args.per_token_ms:g} ms/token"
+
+
 class SimProcess:
     """``with SimProcess(base_ms=100, per_token_ms=2) as sim: sim.url; sim.records()``"""
 

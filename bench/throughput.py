@@ -77,10 +77,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import print_table, write_dataset, write_results
-from sim_process import SimProcess, latency_arguments
+from common import print_table, sim_eval, write_dataset, write_results
+from sim_process import SimProcess, latency_arguments, latency_text
 
-from noterag.eval import run_eval
 from noterag.models import load_chat_model
 from noterag.models.turns import spare_questions
 from noterag.retrievers.sample import sample_index
@@ -129,20 +128,11 @@ def eval_run(
     )
     sim.records()
     started, cpu, called_at = time.perf_counter(), _cpu(), time.time()
-    run_eval(
-        method,
-        dataset,
-        out,
-        index=f"bm25:{index}",
-        model=model,
-        limit=n,
-        concurrency=max(1, concurrency // workers),
-        progress=False,
-        force=True,
-        model_label="sim",
-        workers=workers,
+    sim_eval(
+        method, dataset, out, index, model, limit=n,
+        concurrency=max(1, concurrency // workers), model_label="sim", workers=workers,
         cache=cache,
-    )
+    )  # fmt: skip
     wall, cpu = time.perf_counter() - started, _cpu() - cpu
     rows = [json.loads(line) for line in (out / "results.jsonl").open()]
     # the rows' times are wall-clock: from the call to the first question's start (the run's
@@ -352,8 +342,8 @@ def main() -> None:
     rows, worker_rows = medians(runs), medians(worker_runs)
     if rows:
         print(
-            f"\nEval throughput (run_eval against the simulated endpoint, {args.base_ms:g} ms + "
-            f"{args.per_token_ms:g} ms/token; median of {args.rounds} round(s))"
+            f"\nEval throughput (run_eval against the simulated endpoint, {latency_text(args)}; "
+            f"median of {args.rounds} round(s))"
         )
         print_table(
             rows,
