@@ -6,11 +6,12 @@ and what the method tests compare prompts and runs with."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.documents import Document
@@ -19,6 +20,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, PrivateAttr
+
+if TYPE_CHECKING:
+    import pytest
 
 Reply = str | Callable[[str], str]
 
@@ -369,3 +373,37 @@ def custom_events(graph: Any, graph_input: dict[str, Any]) -> list[dict[str, Any
     """The events a method's steps send to stream_mode="custom", in order (``method_events``)."""
     stream = graph.stream(graph_input, stream_mode=["custom"])
     return method_events(e for mode, e in stream if mode == "custom")
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def cli(*args: str) -> Any:
+    """``noterag ARGS`` in this process (typer's runner), 200 columns wide: rich wraps no line
+    a test reads whole."""
+    from typer.testing import CliRunner
+
+    from noterag.cli import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+def velmora_index(folder: Path) -> Path:
+    """VELMORA_ROWS' passages written to ``folder``/corpus.jsonl and indexed by ``noterag
+    index`` (BM25) into ``folder``/index, which it returns."""
+    corpus = folder / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(p) + "\n" for p in passages(*VELMORA_ROWS)))
+    result = cli("index", str(corpus), "--out", str(folder / "index"))
+    assert result.exit_code == 0, result.output
+    return folder / "index"
+
+
+def use_model(monkeypatch: pytest.MonkeyPatch, model: BaseChatModel) -> None:
+    """Every model spec the command line loads becomes ``model``; a model object passes
+    through, as it does the real factory."""
+    import noterag.models
+
+    def load(spec: Any = None, settings: Any = None, **kwargs: Any) -> Any:
+        return spec if isinstance(spec, BaseChatModel) else model
+
+    monkeypatch.setattr(noterag.models, "load_chat_model", load)

@@ -23,13 +23,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from langchain_core.language_models import BaseChatModel
 from langgraph.graph import END, StateGraph
-from typer.testing import CliRunner
 
-import noterag
-import noterag.models
-from noterag.cli import app
 from noterag.core.context import RunContext
 from noterag.core.decision import stop_check
 from noterag.core.prompt import AnswerPrompts, Prompt
@@ -41,7 +36,16 @@ from noterag.eval.rows import result_row
 from noterag.graphs import assemble
 from noterag.registry.methods import METHODS, register
 from noterag.trace.page import record, render_html
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    cli,
+    passages,
+    use_model,
+    velmora_index,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
 
@@ -217,15 +221,7 @@ def look_method() -> Any:
 
 @pytest.fixture
 def index_dir(tmp_path: Path) -> Path:
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps(p) + "\n" for p in CORPUS))
-    result = CliRunner().invoke(app, ["index", str(corpus), "--out", str(tmp_path / "index")])
-    assert result.exit_code == 0, result.output
-    return tmp_path / "index"
-
-
-def cli(*args: str) -> Any:
-    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    return velmora_index(tmp_path)
 
 
 # what `ask --json` adds to the output: read from the stream, for `noterag trace`
@@ -259,12 +255,7 @@ def test_ask_json_prints_the_declared_output(
     output: type,
     state: type,
 ) -> None:
-    model = ScriptedModel(script=script)
-
-    def load(spec: Any = None, settings: Any = None, **kwargs: Any) -> Any:
-        return spec if isinstance(spec, BaseChatModel) else model
-
-    monkeypatch.setattr(noterag.models, "load_chat_model", load)
+    use_model(monkeypatch, ScriptedModel(script=script))
     result = cli("ask", QUESTION, "--method", method, "--index", str(index_dir), "--json")
     assert result.exit_code == 0, (result.output, result.exception)
     printed = json.loads(result.stdout)

@@ -23,43 +23,25 @@ pytestmark = [
 ]
 
 
+def noterag_run(*args: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """``python -m noterag ARGS`` in a child process, its output captured."""
+    command = [sys.executable, "-m", "noterag", *args]
+    return subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=timeout, check=False
+    )
+
+
 @pytest.mark.parametrize("method", ["deepnote", "adaptive-note"])
 def test_noterag_ask_with_the_local_model(method: str, tmp_path):
     question = sample_questions()[0]["question"]
     index = tmp_path / "index"
     env = os.environ | {"NOTERAG_CACHE": str(tmp_path / "cache")}
-    built = subprocess.run(
-        [sys.executable, "-m", "noterag", "index", str(sample_corpus()), "--out", str(index)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    built = noterag_run("index", str(sample_corpus()), "--out", str(index), env=env, timeout=120)
     assert built.returncode == 0, built.stderr
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "noterag",
-            "ask",
-            question,
-            "--method",
-            method,
-            "--index",
-            str(index),
-            "--model",
-            "local",
-            "--max-tokens",
-            "160",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-        check=False,
-    )
+    done = noterag_run(
+        "ask", question, "--method", method, "--index", str(index), "--model", "local",
+        "--max-tokens", "160", "--json", env=env, timeout=900,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     state = json.loads(done.stdout)
     assert state["answer"].strip()

@@ -26,22 +26,27 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 import pytest
-from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
-from typer.testing import CliRunner
 
 import noterag
-import noterag.models
 from noterag.base.errors import ConfigError
-from noterag.cli import app
 from noterag.cli.options import parse_context
 from noterag.cli.render import SILENT, Progress
 from noterag.core.spec import MethodSpec
 from noterag.eval.rows import result_row
 from noterag.eval.runner import run_eval
 from noterag.trace.page import RECORDED, load_run, record, render_html
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    cli,
+    passages,
+    use_model,
+    velmora_index,
+)
 
 CORPUS = passages(*VELMORA_ROWS)
 METHODS = list(noterag.METHODS)
@@ -205,23 +210,7 @@ def test_a_row_of_a_run_that_wrote_nothing_else_has_empty_values_not_null(method
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("index")
-    corpus = tmp / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps(p) + "\n" for p in CORPUS))
-    result = CliRunner().invoke(app, ["index", str(corpus), "--out", str(tmp / "index")])
-    assert result.exit_code == 0, result.output
-    return tmp / "index"
-
-
-def cli(*args: str) -> Any:
-    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
-
-
-def with_model(monkeypatch: pytest.MonkeyPatch, model: ScriptedModel) -> None:
-    def load(spec: Any = None, settings: Any = None, **kwargs: Any) -> Any:
-        return spec if isinstance(spec, BaseChatModel) else model
-
-    monkeypatch.setattr(noterag.models, "load_chat_model", load)
+    return velmora_index(tmp_path_factory.mktemp("index"))
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -229,7 +218,7 @@ def test_ask_json_has_steps_and_every_declared_output_field(
     method: str, index_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = noterag.METHODS[method]
-    with_model(monkeypatch, scripted(method))
+    use_model(monkeypatch, scripted(method))
     loop = [f"--max-steps={n}" for n in settings(method).values()]
     result = cli("ask", QUESTION, "-m", method, "-i", str(index_dir), "--json", *loop)
     assert result.exit_code == 0, (result.output, result.exception)
@@ -249,7 +238,7 @@ def test_steps_is_0_in_ask_json_and_the_row_when_the_loop_never_runs(
 ) -> None:
     # Adaptive-RAG's class A answers without retrieval: IRCoT's loop (its steps) never runs
     model = ScriptedModel.for_method("adaptive-rag", script={"classify": "A"}, default="1871")
-    with_model(monkeypatch, model)
+    use_model(monkeypatch, model)
     result = cli("ask", QUESTION, "-m", "adaptive-rag", "-i", str(index_dir), "--json")
     assert result.exit_code == 0, result.output
     printed = json.loads(result.stdout)

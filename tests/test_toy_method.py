@@ -30,14 +30,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, StateGraph
 from rich.text import Text
-from typer.testing import CliRunner
 
 import noterag
-from noterag.cli import app
 from noterag.core.context import MOST_STEPS, RunContext, setting
 from noterag.core.decision import stop_check
 from noterag.core.prompt import AnswerPrompts, Prompt
@@ -46,7 +43,16 @@ from noterag.core.state import ChatFields, CostFields
 from noterag.core.step import Ask, Env, StepGen, node
 from noterag.nodes.answer import answer
 from noterag.registry.methods import register
-from scripted import QUESTION, VELMORA_ROWS, KeywordRetriever, ScriptedModel, passages
+from scripted import (
+    QUESTION,
+    VELMORA_ROWS,
+    KeywordRetriever,
+    ScriptedModel,
+    cli,
+    passages,
+    use_model,
+    velmora_index,
+)
 
 # --- the method: everything a method is, in one place ---------------------------------------------
 
@@ -181,49 +187,27 @@ def test_a_prompt_variant_without_editing_the_method():
 @pytest.fixture
 def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedModel:
     model = ScriptedModel(script=SCRIPT)
-
-    def load(spec: Any = None, settings: Any = None, **kwargs: Any) -> Any:
-        return spec if isinstance(spec, BaseChatModel) else model
-
-    monkeypatch.setattr(noterag.models, "load_chat_model", load)
+    use_model(monkeypatch, model)
     return model
 
 
 @pytest.fixture
 def index_dir(tmp_path: Path) -> Path:
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps(p) + "\n" for p in CORPUS))
-    assert (
-        CliRunner().invoke(app, ["index", str(corpus), "--out", str(tmp_path / "index")]).exit_code
-        == 0
-    )
-    return tmp_path / "index"
+    return velmora_index(tmp_path)
 
 
 def test_noterag_ask_and_trace(scripted: ScriptedModel, index_dir: Path, tmp_path: Path):
-    runner = CliRunner()
-    result = runner.invoke(
-        app,
-        [
-            "ask",
-            QUESTION,
-            "--method",
-            "toy-guess",
-            "--index",
-            str(index_dir),
-            "--json",
-            "-c",
-            "max_steps=3",
-        ],
-        env={"COLUMNS": "200"},
-    )
+    result = cli(
+        "ask", QUESTION, "--method", "toy-guess", "--index", str(index_dir), "--json",
+        "-c", "max_steps=3",
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     run = json.loads(result.stdout)
     assert run["answer"] == "1871" and scripted.stages == ["guess"] * 3 + ["answer"]
     assert "guessed Fenwick" in result.stderr and "guessed 1871" in result.stderr  # its progress
     (tmp_path / "run.json").write_text(result.stdout)
     page = tmp_path / "run.html"
-    result = runner.invoke(app, ["trace", str(tmp_path / "run.json"), "--html", str(page)])
+    result = cli("trace", str(tmp_path / "run.json"), "--html", str(page))
     assert result.exit_code == 0, result.output
     assert page.read_text().count('<p class="toy-guess">') == 3  # its own layout
     assert "guess 2: 1871" in page.read_text()
@@ -232,20 +216,10 @@ def test_noterag_ask_and_trace(scripted: ScriptedModel, index_dir: Path, tmp_pat
 def test_noterag_eval_rows(scripted: ScriptedModel, index_dir: Path, tmp_path: Path):
     data = tmp_path / "q.jsonl"
     data.write_text(json.dumps({"id": "q1", "question": QUESTION, "answers": ["1871"]}) + "\n")
-    result = CliRunner().invoke(
-        app,
-        [
-            "eval",
-            "--method",
-            "toy-guess",
-            "--dataset",
-            str(data),
-            "--index",
-            str(index_dir),
-            "--out",
-            str(tmp_path / "run"),
-        ],
-    )
+    result = cli(
+        "eval", "--method", "toy-guess", "--dataset", str(data), "--index", str(index_dir),
+        "--out", str(tmp_path / "run"),
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     (row,) = [
         json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
@@ -255,7 +229,7 @@ def test_noterag_eval_rows(scripted: ScriptedModel, index_dir: Path, tmp_path: P
 
 
 def test_noterag_methods_describes_it(scripted: ScriptedModel):
-    result = CliRunner().invoke(app, ["methods"], env={"COLUMNS": "200"})
+    result = cli("methods")
     assert result.exit_code == 0
     assert "toy-guess — Toy guesser" in result.stdout and "Guesses at most." in result.stdout
 
@@ -362,11 +336,14 @@ class Registered:
     env: dict[str, str]
     output: str  # what the registration step printed
 
-    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = 300, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """``args`` in the checkout, on the tree (``env``: other variables, added)."""
         return subprocess.run(
             args,
             cwd=self.checkout,
-            env=self.env,
+            env=self.env | (env or {}),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -417,7 +394,7 @@ graph = asyncio.run(factory(types.SimpleNamespace()))
 print(sorted(graph.get_graph().nodes))
 print(sorted(graph.get_context_jsonschema()["properties"]))
 """
-    env = registered.env | {
+    env = {
         # what `langgraph dev` sets before langgraph-api reads its configuration
         "LANGSERVE_GRAPHS": json.dumps(config["graphs"]),
         "LANGSMITH_LANGGRAPH_API_VARIANT": "local_dev",
@@ -426,15 +403,7 @@ print(sorted(graph.get_context_jsonschema()["properties"]))
         "REDIS_URI": "fake",
         "NOTERAG_MODEL": "openai:sim@http://127.0.0.1:9/v1",  # built, never called
     }
-    loaded = subprocess.run(
-        [sys.executable, "-c", load],
-        cwd=registered.checkout,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    loaded = registered.run(sys.executable, "-c", load, env=env)
     assert loaded.returncode == 0, loaded.stderr
     nodes, settings = loaded.stdout.strip().splitlines()[-2:]
     assert "'follow_up'" in nodes and "'stop_check'" in nodes and "'answer'" in nodes
