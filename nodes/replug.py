@@ -49,7 +49,6 @@ from noterag.core.step import (
     Env,
     Search,
     StepGen,
-    _asearch,
     both_ways,
     reply_text,
     retrieval_event,
@@ -57,6 +56,7 @@ from noterag.core.step import (
     to_passage,
 )
 from noterag.nodes.logprobs import Token, logprob_options, token_logprobs
+from noterag.retrievers.calls import asearch
 
 METHOD = "replug"
 STOP = ["\n"]  # call_api: stop="\n"
@@ -152,7 +152,7 @@ def retrieve(deps: Deps) -> Runnable:
         ctx, writer, prompt_set, demos = prepare(state)
         searches = [Search(state["question"], ctx.top_k)] + [Search(q, 1) for q, _ in demos]
         with noted_search():
-            found = await asyncio.gather(*(_asearch(deps.retriever, s) for s in searches))
+            found = await asyncio.gather(*(asearch(deps.retriever, s.query, s.k) for s in searches))
         docs, tops = found[0][: ctx.top_k], [top[:1] for top in found[1:]]
         return update(state, docs, ctx.top_k, writer, demonstration_block(prompt_set, demos, tops))
 

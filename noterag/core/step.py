@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import get_executor_for_config, var_child_runnable_config
 from langgraph.runtime import Runtime, get_runtime
@@ -587,10 +586,6 @@ def on_loop(func: Callable[..., Any], *, name: str | None = None, trace: bool = 
         return func(*args, **kwargs)
 
     return StepRunnable(func, afunc, name=name or func.__name__)
-
-
-async def _asearch(retriever: BaseRetriever, search: Search) -> list[Any]:
-    return await asearch(retriever, search.query, search.k)
 
 
 def _drive(
