@@ -518,8 +518,8 @@ def _passed(schema: type[RunContext], allowed: frozenset[str]) -> set[str]:
 
 
 def _passes(schema: type[RunContext], key: str, allowed: frozenset[str]) -> bool:
-    """Whether ``key`` passes ``check_configurable`` alone (``_check_keys`` refuses only keys
-    that are none of these)."""
+    """Whether ``key`` passes ``check_configurable`` alone: a setting, LangGraph's or the
+    server's key, an ``allowed`` field id (``_check_keys`` weighs every other key)."""
     return (
         key in _name_set(schema)
         or key in LANGGRAPH_KEYS
@@ -536,11 +536,7 @@ def _check_keys(
     # cached: a run's nodes (and an eval's questions) repeat the same keys in every step, so the
     # check costs one lookup per step after the first
     names = list(_names(schema))
-    unknown = sorted(
-        key
-        for key in keys - set(names) - LANGGRAPH_KEYS - SERVER_KEYS - allowed
-        if not key.startswith(("__", "langgraph_"))
-    )
+    unknown = sorted(key for key in keys if not _passes(schema, key, allowed))
     for key in unknown:
         # where the keys are not all ours, refuse only what is surely a misspelt setting
         near = difflib.get_close_matches(key, names, n=1, cutoff=0.9 if lenient else 0.75)
