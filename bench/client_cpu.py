@@ -49,7 +49,6 @@ import cProfile
 import functools
 import io
 import json
-import math
 import pstats
 import resource
 import statistics
@@ -63,7 +62,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import print_table, sim_eval, write_dataset, write_results
-from loops import bare_loop, same_graph, task_steps
+from loops import (
+    bare_loop,
+    graph_step,
+    in_flight_sets,
+    record_requests,
+    same_graph,
+    send_set,
+    task_steps,
+)
 from sim_process import SimProcess, latency_arguments, latency_text
 
 from noterag.eval.loop import run_on_loop
@@ -135,51 +142,6 @@ def eval_run(
     return row, [json.loads(request.content) for request, _, _, _ in sent], plans
 
 
-def record_requests(model: Any, key: Callable[[], Any]) -> list[list[Any]]:
-    """Hooks on ``model``'s HTTP client recording each chat request as [request, ``key()`` in
-    the sender's context, sent at, its reply's headers at] (a list append; the reply's time
-    set when it comes), in the order sent."""
-    sent: list[list[Any]] = []
-    pending: dict[int, list[Any]] = {}
-
-    async def keep(request: Any) -> None:
-        if request.url.path.endswith("/chat/completions"):
-            entry = [request, key(), time.perf_counter(), math.inf]
-            sent.append(entry)
-            pending[id(request)] = entry
-
-    async def came(response: Any) -> None:
-        entry = pending.pop(id(response.request), None)
-        if entry is not None:
-            entry[3] = time.perf_counter()
-
-    model.http_async_client.event_hooks["request"].append(keep)
-    model.http_async_client.event_hooks["response"].append(came)
-    return sent
-
-
-def in_flight_sets(sent: list[list[Any]]) -> dict[Any, list[list[dict[str, Any]]]]:
-    """``record_requests``'s entries by key (in the order the keys first sent): each key's bodies
-    in order of sending, grouped into the sets it had in flight at once (a request sent before
-    the replies of its set came joins it: Amber's chunk filters, ReSP's two summaries)."""
-    by_key: dict[Any, list[list[Any]]] = {}
-    for entry in sorted(sent, key=lambda entry: entry[2]):
-        by_key.setdefault(entry[1], []).append(entry)
-    plans = {}
-    for key, entries in by_key.items():
-        plan: list[list[dict[str, Any]]] = []
-        until = -math.inf
-        for request, _, start, end in entries:
-            if plan and start < until:
-                plan[-1].append(json.loads(request.content))
-                until = max(until, end)
-            else:
-                plan.append([json.loads(request.content)])
-                until = end
-        plans[key] = plan
-    return plans
-
-
 async def _pump(
     payloads: list[dict[str, Any]],
     concurrency: int,
@@ -240,14 +202,6 @@ def graph_run(
     }
 
 
-async def send_set(model: Any, calls: list[Any]) -> list[Any]:
-    """One set of calls (messages lists) through ``model``, several concurrently: the replies'
-    contents."""
-    if len(calls) == 1:
-        return [(await model.ainvoke(calls[0])).content]
-    return [reply.content for reply in await asyncio.gather(*map(model.ainvoke, calls))]
-
-
 def langgraph_loop(model: Any) -> Any:
     """LangGraph's floor (bench/loops.py's ``bare_loop``): one graph step per set of a
     question's ``plan`` (its messages lists; a set of several concurrently) through ``model``:
@@ -281,10 +235,7 @@ _REPLAY: ContextVar[list[Any]] = ContextVar("client_cpu_replay")
 def _question_step() -> tuple[int | None, int | None]:
     """The question (``_ASKED``) and the graph step (LangGraph's ``langgraph_step``, in the
     config of the node that runs) a request is sent in."""
-    from langchain_core.runnables.config import var_child_runnable_config
-
-    config = var_child_runnable_config.get() or {}
-    return _ASKED.get(), config.get("metadata", {}).get("langgraph_step")
+    return _ASKED.get(), graph_step()
 
 
 def graph_steps(

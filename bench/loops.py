@@ -1,6 +1,7 @@
 """The LangGraph loops the CPU benchmarks measure noterag against (bench/orchestration.py's floor
 without HTTP, bench/client_cpu.py's over HTTP): the bare loop, the method's own graph replayed
-with plain nodes, and the recording of a run's graph steps they replay.
+with plain nodes, the recording of a run's graph steps (and of the requests each step sent)
+they replay.
 
 Imported by both, so it does nothing at import time (orchestration.py patches the openai client
 when imported; client_cpu.py must not get that patch): each loop is built around a ``perform``
@@ -9,6 +10,10 @@ the caller passes, which makes one step's calls (and searches) its own way.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -101,3 +106,86 @@ async def task_steps(graph: Any, values: dict[str, Any], label: str) -> list[tup
     if len({step for step, _, _ in found}) != len(found):
         raise SystemExit(f"{label}: a graph step ran several nodes (its replay would merge them)")
     return found
+
+
+def record_requests(model: Any, key: Callable[[], Any]) -> list[list[Any]]:
+    """Hooks on ``model``'s HTTP client recording each chat request as [request, ``key()`` in
+    the sender's context, sent at, its reply's headers at] (a list append; the reply's time
+    set when it comes), in the order sent."""
+    sent: list[list[Any]] = []
+    pending: dict[int, list[Any]] = {}
+
+    async def keep(request: Any) -> None:
+        if request.url.path.endswith("/chat/completions"):
+            entry = [request, key(), time.perf_counter(), math.inf]
+            sent.append(entry)
+            pending[id(request)] = entry
+
+    async def came(response: Any) -> None:
+        entry = pending.pop(id(response.request), None)
+        if entry is not None:
+            entry[3] = time.perf_counter()
+
+    model.http_async_client.event_hooks["request"].append(keep)
+    model.http_async_client.event_hooks["response"].append(came)
+    return sent
+
+
+def in_flight_sets(sent: list[list[Any]]) -> dict[Any, list[list[dict[str, Any]]]]:
+    """``record_requests``'s entries by key (in the order the keys first sent): each key's bodies
+    in order of sending, grouped into the sets it had in flight at once (a request sent before
+    the replies of its set came joins it: Amber's chunk filters, ReSP's two summaries)."""
+    by_key: dict[Any, list[list[Any]]] = {}
+    for entry in sorted(sent, key=lambda entry: entry[2]):
+        by_key.setdefault(entry[1], []).append(entry)
+    plans = {}
+    for key, entries in by_key.items():
+        plan: list[list[dict[str, Any]]] = []
+        until = -math.inf
+        for request, _, start, end in entries:
+            if plan and start < until:
+                plan[-1].append(json.loads(request.content))
+                until = max(until, end)
+            else:
+                plan.append([json.loads(request.content)])
+                until = end
+        plans[key] = plan
+    return plans
+
+
+async def send_set(model: Any, calls: list[Any]) -> list[Any]:
+    """One set of calls (messages lists) through ``model``, several concurrently: the replies'
+    contents."""
+    if len(calls) == 1:
+        return [(await model.ainvoke(calls[0])).content]
+    return [reply.content for reply in await asyncio.gather(*map(model.ainvoke, calls))]
+
+
+def graph_step() -> int | None:
+    """The graph step (LangGraph's ``langgraph_step``, in the config of the node that runs) the
+    caller runs in: what ``record_requests`` keys a request by, to replay it in its step."""
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    config = var_child_runnable_config.get() or {}
+    return config.get("metadata", {}).get("langgraph_step")
+
+
+def replay_sets(
+    steps: list[tuple[int, str, Any]], sets: dict[Any, list[list[dict[str, Any]]]], label: str
+) -> list[tuple[str, list[list[Any]], Any]]:
+    """One run's graph steps (``task_steps``) with the requests each sent (``in_flight_sets``
+    keyed by ``graph_step``, ``sets`` emptied): per step, its node, its sets of calls (each call
+    its messages) and its update, as ``same_graph``'s ``take`` returns them."""
+    from langchain_core.messages import convert_to_messages
+
+    plan = [
+        (
+            name,
+            [[convert_to_messages(p["messages"]) for p in calls] for calls in sets.pop(step, [])],
+            update,
+        )
+        for step, name, update in steps
+    ]
+    if sets:
+        raise SystemExit(f"{label}: requests were sent outside the graph's steps")
+    return plan
