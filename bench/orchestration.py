@@ -20,7 +20,12 @@ token, default 100 ms + 2 ms/token). Printed per method:
   (a level = calls that may overlap: Amber's per-passage filters, ReSP's two summaries), from
   the endpoint's service times; wall / critical path (target <= 1.10x);
 - LLM calls per question: counted by the endpoint, by the graph's ``llm_calls`` (must agree),
-  and duplicates (the same prompt sent twice within one question: a wasted call), by stage.
+  and duplicates (the same prompt sent twice within one question: a wasted call), by stage;
+- the bound under the overhead: right after each question's run, the same requests (each
+  graph step's, as the run sent them) made again by a plain ``ChatOpenAI`` loop (LangChain's
+  and the openai client's own overhead) and by LangGraph running the method's own graph with
+  plain nodes over it (``http_loops``), under the same callback: their overhead beside the
+  method's, and what the 2 % target leaves noterag above them.
 
 Then the orchestration's CPU floor, without HTTP, for one method of each family (the note
 loop: DeepNote; ReSP; Amber; a one-call baseline: vanilla RAG; ``--floor-methods``): the
@@ -53,7 +58,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import json
 import pstats
 import statistics
 import sys
@@ -82,7 +86,7 @@ from loops import (
 from sim_process import SimProcess, latency_arguments, latency_text
 
 import noterag
-from noterag.models import load_chat_model
+from noterag.models import ModelSettings, load_chat_model
 from noterag.retrievers import load_retriever
 from noterag.retrievers.base import SearchMixin
 from noterag.retrievers.sample import sample_index, sample_questions
@@ -112,8 +116,9 @@ openai_client.AsyncAPIClient._send_request = _timed(openai_client.AsyncAPIClient
 
 
 class Clock(BaseCallbackHandler):
-    """Spans of chat-model and retriever calls as LangChain sees them, and each model call's
-    prompt (to find duplicates)."""
+    """Spans of chat-model and retriever calls as LangChain sees them, each model call's prompt
+    (to find duplicates), and the graph's steps: each node run's step, node and the update it
+    returned (the runs directly under the graph's own), which the loops beside replay."""
 
     # Inline: a sync handler is otherwise run through the event loop's executor for every
     # event, and those thread hops would be the benchmark's own overhead, counted as noterag's.
@@ -122,6 +127,34 @@ class Clock(BaseCallbackHandler):
     def __init__(self) -> None:
         self.spans: dict[str, dict[Any, list[float]]] = {"model": {}, "retriever": {}}
         self.prompts: list[str] = []
+        self.root: Any = None
+        self.tasks: dict[Any, list[Any]] = {}
+
+    def on_chain_start(
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: Any,
+        parent_run_id: Any = None,
+        metadata: Any = None,
+        **kw: Any,
+    ) -> None:
+        if parent_run_id is None:
+            self.root = run_id
+        elif parent_run_id == self.root and "langgraph_step" in (metadata or {}):
+            self.tasks[run_id] = [metadata["langgraph_step"], metadata["langgraph_node"], None]
+
+    def on_chain_end(self, outputs: Any, *, run_id: Any, **kw: Any) -> None:
+        if run_id in self.tasks:
+            self.tasks[run_id][2] = outputs
+
+    def steps(self) -> list[tuple[int, str, Any]]:
+        """The run's graph steps in order, as ``loops.task_steps`` gives them."""
+        found = sorted(tuple(task) for task in self.tasks.values())
+        if len({step for step, _, _ in found}) != len(found):
+            raise SystemExit("orchestration: a graph step ran several nodes")
+        return found  # type: ignore[return-value]
 
     def _start(self, kind: str, run_id: Any) -> None:
         self.spans[kind][run_id] = [time.perf_counter()]
@@ -186,17 +219,23 @@ async def bench_method(method: str, sim: SimProcess, questions: list[str]) -> di
         method, model=model, retriever=load_retriever(f"bm25:{sample_index()}")
     )
     await graph.ainvoke({"question": questions[0]})  # warm-up: imports, connection pool
-    beside = await http_loops(method, graph, model, sim.url, questions)
+    sent = record_requests(model, graph_step)  # a list append a request
+    beside = await http_loops(method, graph, sim.url, questions[0])
     loops: dict[str, list[float]] = {"same_graph": [], "chat_loop": []}
     rows = []
-    for i, question in enumerate(questions):
+    for question in questions:
         sim.records()
         HTTP_SPANS.clear()
+        sent.clear()
         clock = Clock()
         t0, cpu0 = time.perf_counter(), time.process_time()
         state = await graph.ainvoke({"question": question}, config={"callbacks": [clock]})
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         records = sim.records()
+        # the run's own steps and requests, replayed in turn by the loops beside
+        plan = replay_sets(clock.steps(), in_flight_sets(sent), f"orchestration: {method}")
+        for name, overheads in loops.items():
+            overheads.append(await beside(name, question, plan))
         http, retrieval = list(HTTP_SPANS), clock.intervals("retriever")
         rows.append(
             {
@@ -214,8 +253,6 @@ async def bench_method(method: str, sim: SimProcess, questions: list[str]) -> di
                 "max_in_flight": max((r.in_flight for r in records), default=0),
             }
         )
-        for name, overheads in loops.items():  # in turn with the method's run of the question
-            overheads.append(await beside(name, i))
     n = len(rows)
     total = lambda key: sum(r[key] for r in rows)
     stages: Counter = Counter()
@@ -243,41 +280,33 @@ async def bench_method(method: str, sim: SimProcess, questions: list[str]) -> di
 
 
 async def http_loops(
-    method: str, graph: Any, model: Any, url: str, questions: list[str]
-) -> Callable[[str, int], Awaitable[float]]:
-    """The bound under the method's overhead at the HTTP request: the same requests made by two
-    loops without noterag, under the same ``Clock``. Each question's graph steps and the
-    requests each step sent are recorded in an untimed run of the method (``record_requests``
-    on its model's HTTP client); then
+    method: str, graph: Any, url: str, warm_up: str
+) -> Callable[[str, str, list[Any]], Awaitable[float]]:
+    """The bound under the method's overhead at the HTTP request: the requests of the method's
+    run of a question (its graph steps, from the ``Clock``, and the requests each sent, recorded
+    on its model's HTTP client: ``replay_sets``) made again by two loops without noterag, under
+    the same ``Clock``, right after it (so that the sides share the machine's load):
     - the ChatOpenAI loop (``"chat_loop"``) sends them through a plain ``ChatOpenAI`` (each
       step's sets in turn, a set's calls at once): LangChain's and the openai client's own
       overhead;
     - the same-graph loop (``"same_graph"``, bench/loops.py's ``same_graph``) runs the
       method's own graph (state, nodes, edges, routes, retry policies) with plain nodes sending
-      them through that ``ChatOpenAI`` and returning the recorded updates: LangGraph's over it.
-    Returns ``overhead(loop, i)``: the seconds of question ``i``'s run by that loop outside its
-    HTTP requests (its wall - the time a request was in flight), timed by the caller beside the
-    method's own run of the question so that the sides share the machine's load."""
+      them through that ``ChatOpenAI`` and returning the updates the method's nodes returned:
+      LangGraph's over it.
+    Returns ``overhead(loop, question, plan)``: the seconds of the loop's run of ``plan``
+    outside its HTTP requests (its wall - the time a request was in flight)."""
     from langchain_openai import ChatOpenAI
 
-    sent = record_requests(model, graph_step)
-    plans = []
-    for question in questions:
-        sent.clear()
-        steps = await task_steps(graph, {"question": question}, f"orchestration: {method}")
-        payload = json.loads(sent[0][0].content) if sent else {}
-        plans.append(replay_sets(steps, in_flight_sets(sent), f"orchestration: {method}"))
-    for hooks in model.http_async_client.event_hooks.values():
-        hooks.pop()  # record_requests' own: the method's timed runs send without them
-    settings = {k: payload[k] for k in ("temperature", "top_p") if k in payload}
-    # its own HTTP client: langchain-openai's shared default is bound to the first event loop
-    # that used it, and each method runs on its own
+    # the method's sampling (noterag's model sends these); its own HTTP client: langchain-openai's
+    # shared default is bound to the first event loop that used it, and each method runs on its own
+    settings = ModelSettings.from_env()
     chat = ChatOpenAI(
         model="sim",
         base_url=url,
         api_key="EMPTY",
         http_async_client=openai.DefaultAsyncHttpxClient(),
-        **settings,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
     )
     pending: list[Any] = []
 
@@ -300,15 +329,15 @@ async def http_loops(
                 await send_set(timed, calls)
 
     loops = {"same_graph": same_graph_loop, "chat_loop": chat_loop}
-    for loop in loops.values():  # warm-up: the client's connection, lazy imports
-        await loop(questions[0], plans[0], Clock())
 
-    async def overhead(name: str, i: int) -> float:
+    async def overhead(name: str, question: str, plan: list[Any]) -> float:
         HTTP_SPANS.clear()
         t0 = time.perf_counter()
-        await loops[name](questions[i], plans[i], Clock())
+        await loops[name](question, plan, Clock())
         return time.perf_counter() - t0 - union(list(HTTP_SPANS))
 
+    # warm-up: the client's connection, lazy imports
+    await chat.ainvoke(warm_up)
     return overhead
 
 
