@@ -51,8 +51,11 @@ def _free_port() -> int:
 
 def _start_head(port: int, temp: Path, *, cpus: int) -> dict[str, str]:
     """``ray start --head`` on 127.0.0.1:``port`` with its files in ``temp``; the environment
-    its drivers and ``ray stop`` use."""
-    env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0"}
+    its drivers and ``ray stop`` use. Its workers run at the machine's usual priority: Ray
+    starts them at nice 15 (``worker_niceness``), which on a machine others share (CI) leaves
+    the run's actors a few percent of a core beside any ordinary process, and the first rows
+    took over 240 s beside two CPU hogs."""
+    env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"}
     started = subprocess.run(
         [RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
          "--num-cpus", str(cpus), "--include-dashboard", "false", "--disable-usage-stats",
