@@ -232,11 +232,12 @@ async def bench_method(method: str, sim: SimProcess, questions: list[str]) -> di
         state = await graph.ainvoke({"question": question}, config={"callbacks": [clock]})
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         records = sim.records()
-        # the run's own steps and requests, replayed in turn by the loops beside
+        http, retrieval = list(HTTP_SPANS), clock.intervals("retriever")
+        # the run's own steps and requests, replayed in turn by the loops beside (which time
+        # their own requests in HTTP_SPANS: this run's were read above)
         plan = replay_sets(clock.steps(), in_flight_sets(sent), f"orchestration: {method}")
         for name, overheads in loops.items():
             overheads.append(await beside(name, question, plan))
-        http, retrieval = list(HTTP_SPANS), clock.intervals("retriever")
         rows.append(
             {
                 "wall": wall,
