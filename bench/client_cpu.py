@@ -67,7 +67,8 @@ from loops import (
     graph_step,
     in_flight_sets,
     record_requests,
-    same_graph,
+    replay_sets,
+    request_graph,
     send_set,
     task_steps,
 )
@@ -243,8 +244,9 @@ def graph_steps(
 ) -> tuple[Any, list[dict[str, Any]], list[list[tuple[str, list[Any], Any]]]]:
     """One untimed run of the method's graph over the eval's first ``n`` questions,
     ``concurrency`` at once: per question, the graph steps it took (``stream_mode="debug"``: one
-    node a step), each as (node, the sets of requests it sent, the update it returned). Returns
-    the graph's builder, the questions' inputs and their steps."""
+    node a step), each as (node, the sets of calls it sent, each call its messages, the update it
+    returned: ``replay_sets``). Returns the graph's builder, the questions' inputs and their
+    steps."""
     import noterag
     from noterag.datasets import load_dataset
 
@@ -263,28 +265,14 @@ def graph_steps(
         await _pump(list(enumerate(inputs)), concurrency, run)
 
     run_on_loop(main, 2 * concurrency, "bench-record")
-    sets = in_flight_sets(sent)
-    plans = [
-        [(name, sets.pop((i, step), []), update) for step, name, update in found[i]]
-        for i in range(len(inputs))
-    ]
-    if sets:
-        raise SystemExit(f"client_cpu: {method} sent requests outside its graph's steps")
+    by_question: dict[int, dict[Any, list[list[dict[str, Any]]]]] = {}
+    for (i, step), sets in in_flight_sets(sent).items():
+        by_question.setdefault(i, {})[step] = sets
+    label = f"client_cpu: {method}"
+    plans = [replay_sets(found[i], by_question.pop(i, {}), label) for i in range(len(inputs))]
+    if by_question:
+        raise SystemExit(f"{label} sent requests outside its questions")
     return graph.builder, inputs, plans
-
-
-def same_graph_loop(builder: Any, model: Any) -> Any:
-    """LangGraph's cost of the method's own graph (bench/loops.py's ``same_graph``, as
-    bench/orchestration.py's same-graph loop without HTTP): each node a plain async function
-    that sends the sets of calls its node sent through ``model`` and returns the update the
-    node wrote (both recorded, ``graph_steps``; the question's steps in ``_REPLAY``, last
-    first)."""
-
-    async def send_sets(sets: list[list[Any]]) -> None:
-        for calls in sets:
-            await send_set(model, calls)
-
-    return same_graph(builder, lambda: _REPLAY.get().pop(), send_sets, "client_cpu")
 
 
 def same_graph_run(
@@ -296,27 +284,21 @@ def same_graph_run(
     index: Path,
     url: str,
 ) -> dict[str, Any]:
-    """The method's own graph with plain nodes (``same_graph_loop``) over ChatOpenAI, on the
+    """The method's own graph with plain nodes (``loops.request_graph``) over ChatOpenAI, on the
     eval's first ``n`` questions, ``concurrency`` at once: its row (CPU per call). Its requests
     are the graph's own (``graph_steps``), as those of ``noterag graph``."""
-    from langchain_core.messages import convert_to_messages
     from langchain_openai import ChatOpenAI
 
     builder, inputs, steps = graph_steps(method, n, concurrency, dataset, index, url)
     settings = {k: payloads[0][k] for k in ("temperature", "top_p") if k in payloads[0]}
-    graph = same_graph_loop(
-        builder, ChatOpenAI(model="sim", base_url=url, api_key="EMPTY", **settings)
+    # each node takes the question's next recorded step from _REPLAY, set per question below
+    graph = request_graph(
+        builder,
+        ChatOpenAI(model="sim", base_url=url, api_key="EMPTY", **settings),
+        lambda: _REPLAY.get().pop(),
+        "client_cpu",
     )
-    jobs = [
-        (
-            values,
-            [
-                (name, [[convert_to_messages(p["messages"]) for p in calls] for calls in sets], up)
-                for name, sets, up in plan
-            ],
-        )
-        for values, plan in zip(inputs, steps, strict=True)
-    ]
+    jobs = list(zip(inputs, steps, strict=True))
     calls = sum(len(c) for plan in steps for _, sets, _ in plan for c in sets)
 
     async def call(job: tuple[dict[str, Any], list[Any]]) -> None:

@@ -11,6 +11,7 @@ the caller passes, which makes one step's calls (and searches) its own way.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import time
@@ -159,6 +160,19 @@ async def send_set(model: Any, calls: list[Any]) -> list[Any]:
     if len(calls) == 1:
         return [(await model.ainvoke(calls[0])).content]
     return [reply.content for reply in await asyncio.gather(*map(model.ainvoke, calls))]
+
+
+async def send_sets(model: Any, sets: list[list[Any]]) -> None:
+    """A recorded step's sets of calls through ``model``, one set after the other."""
+    for calls in sets:
+        await send_set(model, calls)
+
+
+def request_graph(builder: Any, model: Any, take: Callable[[], Any], label: str) -> Any:
+    """``same_graph`` whose nodes send the sets of calls their step sent (``replay_sets``'s
+    plans, taken in turn by ``take``) through ``model``: LangGraph's cost of the method's own
+    graph over a chat model, the requests being the method's own."""
+    return same_graph(builder, take, functools.partial(send_sets, model), label)
 
 
 def graph_step() -> int | None:

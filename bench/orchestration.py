@@ -79,8 +79,9 @@ from loops import (
     in_flight_sets,
     record_requests,
     replay_sets,
+    request_graph,
     same_graph,
-    send_set,
+    send_sets,
     task_steps,
 )
 from sim_process import SimProcess, latency_arguments, latency_text
@@ -310,12 +311,7 @@ async def http_loops(
         top_p=settings.top_p,
     )
     pending: list[Any] = []
-
-    async def send_sets(sets: list[list[Any]]) -> None:
-        for calls in sets:
-            await send_set(chat, calls)
-
-    replay = same_graph(graph.builder, pending.pop, send_sets, f"orchestration: {method}")
+    replay = request_graph(graph.builder, chat, pending.pop, f"orchestration: {method}")
 
     async def same_graph_loop(question: str, plan: list[Any], clock: Clock) -> None:
         pending[:] = plan[::-1]
@@ -326,8 +322,7 @@ async def http_loops(
     async def chat_loop(question: str, plan: list[Any], clock: Clock) -> None:
         timed = chat.with_config(callbacks=[clock])
         for _, sets, _ in plan:
-            for calls in sets:
-                await send_set(timed, calls)
+            await send_sets(timed, sets)
 
     loops = {"same_graph": same_graph_loop, "chat_loop": chat_loop}
 
