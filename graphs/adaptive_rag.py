@@ -57,18 +57,19 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import setting
 from noterag.core.decision import single_pass, stop_check
 from noterag.core.profiles import Profile
+from noterag.core.progress import Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node, on_loop
 from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.ircot import ENTRY_CARDS as IRCOT_CARDS
-from noterag.graphs.ircot import GREEDY, IRCoTContext, ircot_stop, thought_line
+from noterag.graphs.ircot import GREEDY, IRCoTContext, ircot_stop
+from noterag.graphs.ircot import PROGRESS as IRCOT_PROGRESS
 from noterag.graphs.single_pass import single_pass_trace
 from noterag.models.runnable import pluggable
 from noterag.nodes import ircot
@@ -221,13 +222,12 @@ class AdaptiveRAGSpec(MethodSpec):
         return super().bind(model, retriever, prompts=prompts, **role_models)
 
 
-def complexity_line(event: Mapping[str, Any]) -> Text:
-    """The CLI's progress line for the classifier's decision."""
-    text = Text(f"query complexity {event.get('complexity')}: ", style="cyan")
-    text.append(f"{event.get('strategy')}")
-    if event.get("fallback"):
-        text.append(" (unreadable classifier reply: the fallback class)", style="yellow")
-    return text
+# The CLI's and the trace page's line for the classifier's decision (MethodSpec.progress).
+COMPLEXITY = Line(
+    "query complexity {{ complexity }}: {{ strategy }}",
+    Part(" (unreadable classifier reply: the fallback class)", "yellow", when="fallback"),
+    style="cyan",
+)
 
 
 # The trace page: the classifier's card, then the route's: IRCoT's reasoning steps and reader
@@ -287,7 +287,7 @@ SPEC = AdaptiveRAGSpec(
     wire=wire,
     result_fields=("complexity", "strategy"),
     trace_view=TRACE_VIEW,
-    progress={"complexity": complexity_line, "thought": thought_line},
+    progress={"complexity": COMPLEXITY, "thought": IRCOT_PROGRESS["thought"]},
     paper_profile=GREEDY,
 )
 

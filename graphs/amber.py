@@ -36,11 +36,11 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.core.context import AmberContext
 from noterag.core.decision import Decision
 from noterag.core.profiles import AMBER_PAPER, Profile
+from noterag.core.progress import Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import AmberOutput, AmberState
 from noterag.core.step import node, on_loop
@@ -98,37 +98,25 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
-# How `noterag ask` shows Amber's own events (MethodSpec.progress).
-
-
-def filter_line(event: Mapping[str, Any]) -> Text:
-    useful = event.get("useful")
-    text = Text("kept " if useful else "filtered out ", style="green" if useful else "red")
-    text.append(str(event.get("title") or event.get("id", "?")))
-    if not event.get("parsed", True):
-        text.append(" (verdict did not parse: kept)", style="yellow")
-    return text
-
-
-def sentences_line(event: Mapping[str, Any]) -> Text:
-    count = len(event.get("passages") or [])
-    return Text(
-        f"extracted helpful sentences of {count} {'passage' if count == 1 else 'passages'}",
+# How `noterag ask` and the trace page show Amber's own events (MethodSpec.progress).
+PROGRESS = {
+    "filter": Line(
+        "{{ 'kept' if useful else 'filtered out' }} {{ title or id | default('?') }}",
+        Part(" (verdict did not parse: kept)", "yellow", when="not (parsed | default(true))"),
+        style="{{ 'green' if useful else 'red' }}",
+    ),
+    "sentences": Line(
+        "extracted helpful sentences of {{ passages | length }} "
+        "{{ 'passage' if passages | length == 1 else 'passages' }}",
         style="cyan",
-    )
-
-
-def memory_review_line(event: Mapping[str, Any]) -> Text:
-    return Text(f"{event.get('agent', 'agent')} revised the memory draft", style="cyan")
-
-
-def sufficiency_line(event: Mapping[str, Any]) -> Text:
-    sufficient, reason = event.get("sufficient"), str(event.get("reason") or "")
-    if sufficient:
-        text = Text("memory sufficient to answer", style="green")
-    else:
-        text = Text("memory not sufficient yet", style="yellow")
-    return text.append(f" ({reason})" if reason else "")
+    ),
+    "memory_review": Line("{{ agent | default('agent') }} revised the memory draft", style="cyan"),
+    "sufficiency": Line(
+        "memory {{ 'sufficient to answer' if sufficient else 'not sufficient yet' }}"
+        "{{ ' (%s)' % reason if reason }}",
+        style="{{ 'green' if sufficient else 'yellow' }}",
+    ),
+}
 
 
 def amber_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
@@ -169,12 +157,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("best_note",),
     trace_view="amber",
-    progress={
-        "filter": filter_line,
-        "sentences": sentences_line,
-        "memory_review": memory_review_line,
-        "sufficiency": sufficiency_line,
-    },
+    progress=PROGRESS,
     paper_profile=AMBER_PAPER,
 )
 

@@ -16,8 +16,9 @@ such notes; the papers prompt their models zero-shot, as here. FlashRAG has no C
 
 from __future__ import annotations
 
+from noterag.core.progress import Line
 from noterag.graphs.assemble import builder, server_graph
-from noterag.graphs.single_step import declare, reply_line
+from noterag.graphs.single_step import declare
 from noterag.nodes.chain_of_note import write_notes
 from noterag.prompts import chain_of_note as prompts
 
@@ -30,8 +31,10 @@ SPEC = declare(
     role="notes",
     prompts=prompts,
     progress={
-        "reading_notes": reply_line(
-            "notes", "wrote reading notes on {passages} passages ({words} words)"
+        "reading_notes": Line(
+            "wrote reading notes on {{ passages | default(0) }} passages "
+            "({{ notes | words }} words)",
+            style="cyan",
         )
     },
 )

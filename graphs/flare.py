@@ -71,12 +71,12 @@ from dataclasses import dataclass, replace
 from typing import Annotated, Any, ClassVar, Literal
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext, setting
 from noterag.core.decision import stop_check
 from noterag.core.profiles import PAPER, Profile
+from noterag.core.progress import Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node, on_loop
@@ -219,32 +219,29 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
-# --- CLI progress lines ---------------------------------------------------------------------------
+# --- progress lines (the CLI's and the trace page's) ---------------------------------------------
 
-
-def passages_line(event: Mapping[str, Any]) -> Text:
-    found = list(event.get("passages") or [])
-    titles = " · ".join(str(p.get("title") or p.get("id", "?")) for p in found)
-    what = "the question" if event.get("initial") else "the look-ahead's query"
-    text = Text(f"retrieved {len(found)} passage(s) for {what}", style="cyan")
-    return text.append(f": {titles}") if titles else text
-
-
-def look_ahead_line(event: Mapping[str, Any]) -> Text:
-    sentence, queries = str(event.get("look_ahead") or ""), list(event.get("queries") or [])
-    if not queries:
-        text = Text("confident: ", style="green")
-    else:
-        low = ", ".join(repr(token.strip()) for token in event.get("low_confidence") or [])
-        text = Text(f"low confidence ({low}): ", style="yellow")
-    text.append(sentence or "(no sentence)")
-    for query in queries:
-        text.append("\n    query: ", style="cyan").append(str(query))
-    return text
-
-
-def sentence_line(event: Mapping[str, Any]) -> Text:
-    return Text("regenerated: ", style="cyan").append(str(event.get("sentence") or ""))
+PROGRESS = {
+    "passages": Line(
+        "retrieved {{ passages | length }} passage(s) for "
+        "{{ 'the question' if initial else \"the look-ahead's query\" }}",
+        Part(": {{ passages | titles }}", when="passages"),
+        style="cyan",
+    ),
+    "look_ahead": (
+        Line(
+            "{% if queries %}low confidence "
+            "({{ low_confidence | map('trim') | map('repr') | join(', ') }}): "
+            "{% else %}confident: {% endif %}{{ look_ahead or '(no sentence)' }}",
+            style="{{ 'yellow' if queries else 'green' }}",
+        ),
+        # each query it searched with, on a line of its own under the sentence
+        Line(
+            Part("    query: ", "cyan"), "{{ item }}", style="yellow", each="queries", follows=True
+        ),
+    ),
+    "sentence": Line("regenerated: {{ sentence or '' }}", style="cyan"),
+}
 
 
 # The trace page: per step the look-ahead, its confidence, the query and passages when it
@@ -302,7 +299,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("retrievals", "generation"),
     trace_view=TRACE_VIEW,
-    progress={"passages": passages_line, "look_ahead": look_ahead_line, "sentence": sentence_line},
+    progress=PROGRESS,
     # the original's temperature (openai.sh: temperature=0)
     paper_profile=replace(PAPER, sampling={"temperature": 0.0}),
 )

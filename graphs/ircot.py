@@ -54,12 +54,12 @@ from dataclasses import dataclass, replace
 from typing import Annotated, Any, ClassVar, Literal
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import MOST_PASSAGES, MOST_STEPS, RunContext, setting
 from noterag.core.decision import stop_check
 from noterag.core.profiles import PAPER, Profile
+from noterag.core.progress import Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
@@ -188,13 +188,17 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
-def thought_line(event: Mapping[str, Any]) -> Text:
-    """The CLI's progress line for a reasoning step."""
-    sentence = str(event.get("sentence") or "")
-    if not sentence:
-        return Text("the reasoner wrote no sentence", style="yellow")
-    text = Text("thought: ", style="green" if event.get("concluded") else "cyan")
-    return text.append(sentence)
+# The CLI's and the trace page's line for a reasoning step (Adaptive-RAG's route C shows it too).
+PROGRESS = {
+    "thought": (
+        Line("the reasoner wrote no sentence", style="yellow", when="not sentence"),
+        Line(
+            "thought: {{ sentence }}",
+            style="{{ 'green' if concluded else 'cyan' }}",
+            when="sentence",
+        ),
+    )
+}
 
 
 # The trace page: per reasoning step its query, the paragraphs that query added and the sentence;
@@ -254,7 +258,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("cot",),
     trace_view=TRACE_VIEW,
-    progress={"thought": thought_line},
+    progress=PROGRESS,
     paper_profile=GREEDY,
 )
 

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import MOST_STEPS, RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import Profile
+from noterag.core.progress import Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
@@ -107,11 +107,15 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
-def generation_line(event: Mapping[str, Any]) -> Text:
-    """The CLI's progress line for an iteration's generation."""
-    lines = [line for line in str(event.get("generation") or "").splitlines() if line.strip()]
-    text = Text(f"generation {int(event.get('step') or 0) + 1}: ", style="cyan")
-    return text.append(lines[-1] if lines else "(empty)")
+# The CLI's and the trace page's line for an iteration's generation: its last line of text.
+PROGRESS = {
+    "generation": Line(
+        "generation {{ (step or 0) | int + 1 }}: "
+        "{% for line in ((generation or '') | string).splitlines() if line.strip() %}"
+        "{% if loop.last %}{{ line }}{% endif %}{% else %}(empty){% endfor %}",
+        style="cyan",
+    )
+}
 
 
 # The trace page: per iteration its query, the paragraphs it read, its generation (and, for the
@@ -156,7 +160,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("generations",),
     trace_view=TRACE_VIEW,
-    progress={"generation": generation_line},
+    progress=PROGRESS,
 )
 
 build = builder(SPEC)

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.core.context import MOST_STEPS, RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import Profile
+from noterag.core.progress import Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
@@ -99,20 +99,18 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
-def _draft_line(event: Mapping[str, Any]) -> Text:
-    n = int(event.get("thoughts", 0))
-    return Text(f"drafted a chain of thought: {n} step(s) to revise", style="cyan")
-
-
-def _query_line(event: Mapping[str, Any]) -> Text:
-    return Text("query: ", style="cyan") + Text(str(event.get("query") or "(none: step skipped)"))
-
-
-def _revision_line(event: Mapping[str, Any]) -> Text:
-    if event.get("revised"):
-        count = len(event.get("passages") or [])
-        return Text(f"step revised with {count} passage(s)", style="green")
-    return Text("step not revised", style="yellow")
+# How the CLI and the trace page show RAT's own events (MethodSpec.progress).
+PROGRESS = {
+    "draft": Line(
+        "drafted a chain of thought: {{ thoughts | default(0) | int }} step(s) to revise",
+        style="cyan",
+    ),
+    "query": Line("query: {{ query or '(none: step skipped)' }}", style="cyan"),
+    "revision": (
+        Line("step revised with {{ passages | length }} passage(s)", style="green", when="revised"),
+        Line("step not revised", style="yellow", when="not revised"),
+    ),
+}
 
 
 def rat_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
@@ -137,7 +135,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("revised",),
     trace_view="generic",
-    progress={"draft": _draft_line, "query": _query_line, "revision": _revision_line},
+    progress=PROGRESS,
 )
 
 build = builder(SPEC)

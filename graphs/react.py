@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.core.context import MOST_STEPS, RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import Profile
+from noterag.core.progress import Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, merge_unique
 from noterag.core.step import node
@@ -110,24 +110,33 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
-def _thought_line(event: Mapping[str, Any]) -> Text:
-    return (
-        Text("thought: ", style="cyan")
-        + Text(str(event.get("thought", "")))
-        + Text(f"  → {event.get('action', '')}", style="bold")
-    )
-
-
-def _observation_line(event: Mapping[str, Any]) -> Text:
-    kind, argument = event.get("action"), str(event.get("argument", ""))
-    if kind == "search":
-        titles = [str(p.get("title") or p.get("id", "?")) for p in event.get("passages") or []]
-        text = Text(f"searched {argument!r}: {len(titles)} passage(s)", style="cyan")
-        return text.append(": " + " · ".join(titles)) if titles else text
-    if kind == "finish":
-        return Text("finished: ", style="green") + Text(argument or "(empty)")
-    observation = str(event.get("observation", "")).strip()
-    return Text(f"{kind}: ", style="cyan" if kind != "invalid" else "red") + Text(observation)
+# How the CLI and the trace page show ReAct's own events (MethodSpec.progress).
+PROGRESS = {
+    "thought": Line(
+        "thought: {{ thought | default('') }}",
+        Part("  → {{ action | default('') }}", "bold"),
+        style="cyan",
+    ),
+    "observation": (
+        Line(
+            "searched {{ argument | default('') | string | repr }}: "
+            "{{ passages | length }} passage(s)",
+            Part(": {{ passages | titles }}", when="passages"),
+            style="cyan",
+            when="action == 'search'",
+        ),
+        Line(
+            "finished: {{ argument | default('') | string or '(empty)' }}",
+            style="green",
+            when="action == 'finish'",
+        ),
+        Line(
+            "{{ action }}: {{ observation | default('') | string | trim }}",
+            style="{{ 'red' if action == 'invalid' else 'cyan' }}",
+            when="action not in ('search', 'finish')",
+        ),
+    ),
+}
 
 
 def react_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
@@ -156,7 +165,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("finished", "steps"),
     trace_view="generic",
-    progress={"thought": _thought_line, "observation": _observation_line},
+    progress=PROGRESS,
 )
 
 build = builder(SPEC)

@@ -43,12 +43,12 @@ from typing import Annotated, Any, Literal, cast
 from langchain_core.embeddings import Embeddings
 from langgraph.graph import END, StateGraph
 from langgraph.runtime import Runtime
-from rich.text import Text
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import Profile
+from noterag.core.progress import Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node, run_context
@@ -166,16 +166,15 @@ class RecompSpec(MethodSpec):
         return as_recomp_deps(deps, extractor)
 
 
-def compressed_line(event: Mapping[str, Any]) -> Text:
-    """The CLI's progress line for the compression."""
-    words = event.get("compressed_words") or 0
-    text = Text(f"{event.get('compression')} compression: ", style="cyan")
-    text.append(
-        f"{event.get('passages')} passage(s), {event.get('passage_words')} words -> {words} words"
+# The CLI's and the trace page's line for the compression (MethodSpec.progress).
+PROGRESS = {
+    "compressed": Line(
+        "{{ compression }} compression: {{ passages }} passage(s), {{ passage_words }} words -> "
+        "{{ compressed_words or 0 }} words",
+        Part(" (nothing kept: answering without passages)", "yellow", when="not compressed_words"),
+        style="cyan",
     )
-    if not words:
-        text.append(" (nothing kept: answering without passages)", style="yellow")
-    return text
+}
 
 
 # The trace page: the retrieval, then what the compressor made of it.
@@ -224,7 +223,7 @@ SPEC = RecompSpec(
     wire=wire,
     result_fields=("compression", "compressed"),
     trace_view=TRACE_VIEW,
-    progress={"compressed": compressed_line},
+    progress=PROGRESS,
 )
 
 build = builder(SPEC)

@@ -58,12 +58,12 @@ from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, ClassVar
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext, setting
 from noterag.core.decision import single_pass, stop_check
 from noterag.core.profiles import PAPER
+from noterag.core.progress import Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
@@ -151,11 +151,14 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
-def ensemble_line(event: Mapping[str, Any]) -> Text:
-    """The CLI's progress line for the ensemble: each answer with its probability."""
-    ranked = list(event.get("candidates") or [])
-    parts = [f"{c['answer'] or '(empty)'} {c['probability']:.3f}" for c in ranked]
-    return Text("ensemble: ", style="green").append(" · ".join(parts))
+# The CLI's and the trace page's line for the ensemble: each answer with its probability.
+PROGRESS = {
+    "ensemble": Line(
+        "ensemble: {% for c in candidates %}{{ c.answer or '(empty)' }} "
+        "{{ '%.3f' | format(c.probability) }}{{ ' · ' if not loop.last }}{% endfor %}",
+        style="green",
+    )
+}
 
 
 SPEC = MethodSpec(
@@ -174,7 +177,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("passage_answers", "weights", "ensemble"),
     trace_view="generic",
-    progress={"ensemble": ensemble_line},
+    progress=PROGRESS,
     # the original's greedy passes (qa_final.py: call_api(..., temp=0))
     paper_profile=replace(PAPER, sampling={"temperature": 0.0}),
 )

@@ -26,11 +26,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.core.context import ReSPContext
 from noterag.core.decision import Decision
 from noterag.core.profiles import Profile
+from noterag.core.progress import Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ReSPOutput, ReSPState
 from noterag.core.step import node
@@ -54,27 +54,26 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
-# How `noterag ask` shows ReSP's own events (MethodSpec.progress).
-
-
-def summaries_line(event: Mapping[str, Any]) -> Text:
-    text = Text("summarised the evidence", style="cyan")
-    if event.get("local_summary"):
-        text.append(" (global and local pathway)")
-    return text
-
-
-def judgment_line(event: Mapping[str, Any]) -> Text:
-    if event.get("sufficient"):
-        return Text("reasoner: enough to answer", style="green")
-    extra = "" if event.get("parsed", True) else " (reply did not parse)"
-    return Text("reasoner: not enough yet" + extra, style="yellow")
-
-
-def sub_question_line(event: Mapping[str, Any]) -> Text:
-    if event.get("accepted"):
-        return Text("sub-question: ", style="cyan") + Text(str(event.get("sub_question")))
-    return Text(f"plan refused: {event.get('reason')}", style="red")
+# How `noterag ask` and the trace page show ReSP's own events (MethodSpec.progress).
+PROGRESS = {
+    "summaries": Line(
+        "summarised the evidence{{ ' (global and local pathway)' if local_summary }}",
+        style="cyan",
+    ),
+    "judgment": (
+        Line("reasoner: enough to answer", style="green", when="sufficient"),
+        Line(
+            "reasoner: not enough yet"
+            "{{ '' if parsed | default(true) else ' (reply did not parse)' }}",
+            style="yellow",
+            when="not sufficient",
+        ),
+    ),
+    "sub_question": (
+        Line("sub-question: {{ sub_question }}", style="cyan", when="accepted"),
+        Line("plan refused: {{ reason }}", style="red", when="not accepted"),
+    ),
+}
 
 
 def resp_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
@@ -113,11 +112,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("memory",),
     trace_view="resp",
-    progress={
-        "summaries": summaries_line,
-        "judgment": judgment_line,
-        "sub_question": sub_question_line,
-    },
+    progress=PROGRESS,
 )
 
 build = builder(SPEC)

@@ -79,12 +79,12 @@ from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, ClassVar, Literal
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import PAPER, Profile
+from noterag.core.progress import Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node, on_loop
@@ -255,33 +255,36 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
-# --- CLI progress lines ---------------------------------------------------------------------------
+# --- progress lines (the CLI's and the trace page's) ---------------------------------------------
 
-
-def decision_line(event: Mapping[str, Any]) -> Text:
-    action = "retrieving" if event.get("retrieve") else "answering without retrieval"
-    score = event.get("score")
-    if score is None:
-        return Text(f"mode {event.get('mode')}: {action}", style="cyan")
-    sign = ">" if event.get("retrieve") else "≤"
-    return Text(
-        f"[Retrieval] {score:.2f} {sign} threshold {event.get('threshold'):g}: {action}",
-        style="cyan",
-    )
-
-
-def segments_line(event: Mapping[str, Any]) -> Text:
-    segments, chosen = list(event.get("segments") or []), int(event.get("chosen") or 0)
-    if not segments or segments[chosen].get("score") is None:
-        return Text("generated after [No Retrieval]", style="cyan")
-    best = segments[chosen]
-    return Text(
-        f"scored {len(segments)} generations (one per passage); kept ", style="green"
-    ) + Text(
-        f"passage {chosen + 1} ({best.get('title')}): score {best['score']:.2f} = sequence "
-        f"{best['sequence']:.2f} + relevance {best['relevance']:.2f}, support "
-        f"{best['support']:.2f}, utility {best['utility']:.2f} (weighted)"
-    )
+ACTION = "{{ 'retrieving' if retrieve else 'answering without retrieval' }}"
+# the kept generation (chosen: its passage's index) has a score: it was generated with a passage
+SCORED = "segments and segments[chosen or 0].get('score') is not none"
+PROGRESS = {
+    "retrieval_decision": (
+        Line("mode {{ mode }}: " + ACTION, style="cyan", when="event.get('score') is none"),
+        Line(
+            "[Retrieval] {{ '%.2f' | format(score) }} {{ '>' if retrieve else '≤' }} "
+            "threshold {{ '%g' | format(threshold) }}: " + ACTION,
+            style="cyan",
+            when="event.get('score') is not none",
+        ),
+    ),
+    "segments": (
+        Line("generated after [No Retrieval]", style="cyan", when="not (" + SCORED + ")"),
+        Line(
+            "scored {{ segments | length }} generations (one per passage); kept "
+            "{% set best = segments[chosen or 0] %}"
+            "passage {{ (chosen or 0) + 1 }} ({{ best.get('title') }}): score "
+            "{{ '%.2f' | format(best.score) }} = sequence {{ '%.2f' | format(best.sequence) }} + "
+            "relevance {{ '%.2f' | format(best.relevance) }}, support "
+            "{{ '%.2f' | format(best.support) }}, utility {{ '%.2f' | format(best.utility) }} "
+            "(weighted)",
+            style="green",
+            when=SCORED,
+        ),
+    ),
+}
 
 
 def self_rag_reply(stage: str, text: str) -> str:
@@ -339,7 +342,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("retrieved", "retrieve_score", "segments", "chosen"),
     trace_view="generic",
-    progress={"retrieval_decision": decision_line, "segments": segments_line},
+    progress=PROGRESS,
     # the original's greedy decoding (its SamplingParams: temperature 0, top_p 1)
     paper_profile=replace(PAPER, sampling={"temperature": 0.0, "top_p": 1.0}),
     stand_in=self_rag_reply,

@@ -17,8 +17,9 @@ generator reads the refinement only); nodes/self_refine.py says the rest. Tasks:
 
 from __future__ import annotations
 
+from noterag.core.progress import Line
 from noterag.graphs.assemble import builder, server_graph
-from noterag.graphs.single_step import declare, reply_line
+from noterag.graphs.single_step import declare
 from noterag.nodes.self_refine import refine
 from noterag.prompts import self_refine as prompts
 
@@ -31,8 +32,10 @@ SPEC = declare(
     role="refine",
     prompts=prompts,
     progress={
-        "refinement": reply_line(
-            "refinement", "refined {passages} passages into a summary ({words} words)"
+        "refinement": Line(
+            "refined {{ passages | default(0) }} passages into a summary "
+            "({{ refinement | words }} words)",
+            style="cyan",
         )
     },
 )

@@ -18,11 +18,7 @@ there). FlashRAG has no such method (its rerankers are trained cross-encoders).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from rich.text import Text
-
+from noterag.core.progress import Line, Part
 from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.single_step import SingleStepOutput, SingleStepState, declare
 from noterag.nodes.self_rerank import PassageLabel, rerank
@@ -39,18 +35,22 @@ class SelfRerankState(SingleStepState, SelfRerankOutput, total=False):
     pass
 
 
-def labels_line(event: Mapping[str, Any]) -> Text:
-    """The CLI's progress line for the labels: how many passages were judged useful, relevant."""
-    labels = list(event.get("labels") or [])
-    useful = sum(1 for label in labels if label.get("useful"))
-    relevant = sum(1 for label in labels if label.get("relevant"))
-    unread = sum(1 for label in labels if None in (label.get("useful"), label.get("relevant")))
-    text = Text(
-        f"labelled {len(labels)} passages: {useful} useful, {relevant} relevant", style="cyan"
+# The CLI's and the trace page's line for the labels: how many passages were judged useful,
+# relevant, and how many labels did not read.
+PROGRESS = {
+    "labels": Line(
+        "labelled {{ labels | length }} passages: "
+        "{{ labels | selectattr('useful') | list | length }} useful, "
+        "{{ labels | selectattr('relevant') | list | length }} relevant",
+        Part(
+            "{% for label in labels if none in (label.get('useful'), label.get('relevant')) %}"
+            "{% if loop.first %} ({{ loop.length }} without a readable label){% endif %}"
+            "{% endfor %}",
+            "yellow",
+        ),
+        style="cyan",
     )
-    if unread:
-        text.append(f" ({unread} without a readable label)", style="yellow")
-    return text
+}
 
 
 SPEC = declare(
@@ -61,7 +61,7 @@ SPEC = declare(
     step=rerank,
     role="rerank",
     prompts=prompts,
-    progress={"labels": labels_line},
+    progress=PROGRESS,
     state=SelfRerankState,
     output=SelfRerankOutput,
     result_fields=("labels",),

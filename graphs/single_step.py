@@ -42,17 +42,17 @@ What the three share beyond the shape (``declare`` writes it into each one's Met
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Annotated, Any, Literal
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.core.context import RunContext
 from noterag.core.decision import single_pass, stop_check
-from noterag.core.spec import Deps, MethodSpec, ProgressLine
+from noterag.core.progress import Declared
+from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
 from noterag.nodes.answer import answer
@@ -114,17 +114,6 @@ def wiring(step: Callable[..., Any]) -> Callable[[StateGraph, Deps], None]:
     return wire
 
 
-def reply_line(key: str, template: str) -> ProgressLine:
-    """A CLI progress line for the event that carries the processing call's reply under ``key``:
-    ``template`` filled with ``{passages}`` (how many it read) and ``{words}`` (the reply's)."""
-
-    def line(event: Mapping[str, Any]) -> Text:
-        words = len(str(event.get(key) or "").split())
-        return Text(template.format(passages=event.get("passages", 0), words=words), style="cyan")
-
-    return line
-
-
 def declare(
     *,
     name: str,
@@ -133,7 +122,7 @@ def declare(
     step: Callable[..., Any],
     role: str,
     prompts: ModuleType,
-    progress: Mapping[str, ProgressLine],
+    progress: Declared,
     state: type = SingleStepState,
     output: type = SingleStepOutput,
     result_fields: tuple[str, ...] = (),

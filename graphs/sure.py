@@ -64,17 +64,17 @@ from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, ClassVar
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.core.context import RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import PAPER, Profile
+from noterag.core.progress import Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.retrieve import retrieve
-from noterag.nodes.sure import candidates, letter, predict, summarize, sure_passages, verify
+from noterag.nodes.sure import candidates, predict, summarize, sure_passages, verify
 from noterag.prompts import sure as prompts
 
 MAX_CANDIDATES = 26  # the marks (a) .. (z)
@@ -148,36 +148,34 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("answer", END)
 
 
-# --- CLI progress lines ---------------------------------------------------------------------------
+# --- progress lines (the CLI's and the trace page's) ---------------------------------------------
 
-
-def _marked(items: list[Any]) -> str:
-    return " · ".join(f"({letter(k)}) {item}" for k, item in enumerate(items))
-
-
-def candidates_line(event: Mapping[str, Any]) -> Text:
-    found = list(event.get("candidates") or [])
-    if not found:
-        return Text("no answer candidate in the reply", style="yellow")
-    text = Text("answer candidates: ", style="cyan") + Text(_marked(found))
-    return (
-        text.append(" (reply without (a)/(b) marks)", style="yellow")
-        if not event.get("parsed", True)
-        else text
-    )
-
-
-def summaries_line(event: Mapping[str, Any]) -> Text:
-    count = len(event.get("summaries") or [])
-    return Text(f"summarised the passages for each of {count} candidates", style="cyan")
-
-
-def selection_line(event: Mapping[str, Any]) -> Text:
-    found, scores = list(event.get("candidates") or []), list(event.get("scores") or [])
-    chosen, tied = int(event.get("chosen") or 0), list(event.get("tied") or [])
-    text = Text("selected ", style="green") + Text(f"({letter(chosen)}) {found[chosen]}")
-    text.append(f" (scores {', '.join(f'{s:g}' for s in scores)}")
-    return text.append("; a tie: the first)" if len(tied) > 1 else ")")
+# the k-th candidate's mark, as the prompts write it (nodes/sure.py's letter): 0 -> "a"
+LETTER = "'%c' | format(97 + {})"
+PROGRESS = {
+    "candidates": (
+        Line("no answer candidate in the reply", style="yellow", when="not candidates"),
+        Line(
+            "answer candidates: {% for c in candidates %}({{ "
+            + LETTER.format("loop.index0")
+            + " }}) "
+            "{{ c }}{{ ' · ' if not loop.last }}{% endfor %}",
+            Part(" (reply without (a)/(b) marks)", "yellow", when="not (parsed | default(true))"),
+            style="cyan",
+            when="candidates",
+        ),
+    ),
+    "candidate_summaries": Line(
+        "summarised the passages for each of {{ summaries | length }} candidates", style="cyan"
+    ),
+    "selection": Line(
+        "selected ({{ " + LETTER.format("(chosen or 0) | int") + " }}) "
+        "{{ candidates[(chosen or 0) | int] }} (scores "
+        "{% for s in scores %}{{ '%g' | format(s) }}{{ ', ' if not loop.last }}{% endfor %}"
+        "{{ '; a tie: the first)' if tied | length > 1 else ')' }}",
+        style="green",
+    ),
+}
 
 
 def sure_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None) -> str | None:
@@ -210,11 +208,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("candidates", "summaries", "validity", "ranking", "scores"),
     trace_view="generic",
-    progress={
-        "candidates": candidates_line,
-        "candidate_summaries": summaries_line,
-        "selection": selection_line,
-    },
+    progress=PROGRESS,
     # the official code's passage format and temperature (see the docstring)
     paper_profile=replace(PAPER, format_passages=sure_passages, sampling={"temperature": 0.0}),
     tasks=("multihop",),  # its first step refuses the others

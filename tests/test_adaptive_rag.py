@@ -18,6 +18,7 @@ from pydantic import Field
 
 import noterag
 from noterag.base.errors import ConfigError
+from noterag.core.progress import progress_lines
 from noterag.graphs import adaptive_rag
 from noterag.models.runnable import RunnableModel
 from noterag.nodes.adaptive_rag import parse_complexity
@@ -400,7 +401,8 @@ def test_events_say_the_class_first_and_the_cli_line_reads_it():
         "thought",
         "answer",
     ]
-    assert str(adaptive_rag.complexity_line(events[0])) == "query complexity C: ircot"
+    shown = progress_lines(adaptive_rag.SPEC.progress, events[0])
+    assert [line.plain for line in shown] == ["query complexity C: ircot"]
 
 
 def test_prompt_overrides_reach_the_routes():

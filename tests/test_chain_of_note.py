@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from noterag.base.errors import ConfigError
+from noterag.core.progress import progress_lines
 from noterag.graphs import chain_of_note
 from scripted import (
     QUESTION,
@@ -139,7 +140,7 @@ def test_progress_events_and_the_streamed_answer():
     assert [e["type"] for e in custom] == ["passages", "reading_notes", "answer"]
     assert custom[1] == {"type": "reading_notes", "step": 0, "passages": 5, "notes": NOTES}
     assert {meta["langgraph_node"] for _, meta in tokens} == {"answer"}
-    line = chain_of_note.SPEC.progress["reading_notes"](custom[1])
+    (line,) = progress_lines(chain_of_note.SPEC.progress, custom[1])
     assert line.plain == f"wrote reading notes on 5 passages ({len(NOTES.split())} words)"
 
 

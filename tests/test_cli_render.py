@@ -1,5 +1,6 @@
-"""The CLI's progress lines (noterag.cli.render): one renderer per event type, method renderers
-on top, a generic line for an event type nobody renders, and what is no event passes silently."""
+"""The CLI's progress lines (noterag.cli.render): the shared steps' lines, a method's declared
+lines on top, a generic line for an event type nobody declares, and what is no event passes
+silently."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
-from rich.text import Text
 
-from noterag.cli.render import RENDERERS, Progress, renderers_for
+from noterag.cli.render import Progress
+from noterag.core.progress import Line
 from noterag.core.spec import MethodSpec
 from noterag.registry.methods import METHODS
 
@@ -55,10 +56,10 @@ def test_each_line_carries_its_step() -> None:
     ]
 
 
-def test_a_methods_own_renderers_win_and_add_event_types() -> None:
+def test_a_methods_own_lines_win_and_add_event_types() -> None:
     own = {
-        "verdict": lambda e: Text(f"toy verdict {e['accepted']}"),
-        "toy_event": lambda e: f"toy saw {e['n']}",
+        "verdict": Line("toy verdict {{ accepted }}"),
+        "toy_event": Line("toy saw {{ n }}"),
     }
     toy = replace(METHODS["deepnote"], name="toy", progress=own)
     events = (
@@ -66,10 +67,10 @@ def test_a_methods_own_renderers_win_and_add_event_types() -> None:
         {"type": "toy_event", "step": 2, "n": 3},
     )
     assert progress_lines(toy, *events) == ["[step 1] toy verdict True", "[step 2] toy saw 3"]
-    # Other methods keep the generic table, which has no renderer for the toy's event: its
+    # Other methods keep the shared steps' lines, which have none for the toy's event: its
     # generic line (tests/test_method_traps.py tests that line)
     assert progress_lines("deepnote", *events) == [
         "[step 1] note accepted",
         "[step 2] toy_event: n=3",
     ]
-    assert renderers_for(METHODS["deepnote"]) == RENDERERS
+    assert METHODS["deepnote"].progress == {}

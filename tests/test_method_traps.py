@@ -11,7 +11,7 @@ registered method (a new method gets these tests without writing them):
    setting on a method without that setting, a retrieval setting (``--top-k``) on a method
    that never searches (no-retrieval: the command line refuses it; the Python API keeps it, as
    reproduce gives a dataset's top_k to every row of a table).
-4. An event type without a renderer printed nothing (it prints a generic line), and the spinner
+4. An event type without a declared line printed nothing (it prints a generic line), and the spinner
    said "writing the note…" after every method's retrieval (it names the running step).
 """
 
@@ -369,8 +369,8 @@ def progress_of(spec: MethodSpec) -> tuple[Progress, io.StringIO]:
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_every_event_shows_a_line_without_the_methods_renderers(method: str) -> None:
-    # the method's own renderers taken away: every event type it sends still shows
+def test_every_event_shows_a_line_without_the_methods_declared_lines(method: str) -> None:
+    # the method's own lines taken away: every event type it sends still shows
     spec = replace(noterag.METHODS[method], progress={})
     model = scripted(method)
     events = [

@@ -3,8 +3,8 @@
 Each method's graph module (``graphs/<method>.py``) holds one ``MethodSpec``: its name, its
 settings (the context dataclass), its state and output schemas, its model roles, its prompt
 sets per profile, its wiring (a function that adds the method's steps to a graph), and how the
-generic parts show it: the output fields an eval row keeps, its trace-page layout, its CLI
-progress lines. Everything generic reads the declaration from the registry
+generic parts show it: the output fields an eval row keeps, its trace-page layout, its progress
+lines (data: noterag.core.progress). Everything generic reads the declaration from the registry
 (``noterag.registry.methods.METHODS``): ``build_graph``, the question / chat-reset step (from the state
 schema), the eval rows, the trace page, the CLI, ``noterag methods``, ``langgraph.json``.
 docs/methods.md walks through adding one.
@@ -27,6 +27,7 @@ from langgraph.graph import StateGraph
 from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext
 from noterag.core.profiles import PAPER, Profile, get_profile, original_profile
+from noterag.core.progress import Declared
 from noterag.core.prompt import Prompt
 from noterag.core.state import declared_keys
 
@@ -36,9 +37,6 @@ CONDENSE_ROLE = "condense_question"
 # A stop rule: (state, the run's settings, the profile's strategies) -> why the loop stops now,
 # or None. Each method keeps its own in its module; noterag.core.decision applies them.
 StopRule = Callable[[Mapping[str, Any], Any, Profile], "str | None"]
-
-# An event of stream_mode="custom" -> the line the CLI prints for it (None: print nothing)
-ProgressLine = Callable[[Mapping[str, Any]], Any]
 
 
 class MethodError(ConfigError):
@@ -216,8 +214,10 @@ class MethodSpec:
     # whether it searches a retriever: False for a closed-book method (no-retrieval), whose
     # reproduce runs need no index or corpus
     retrieves: bool = True
-    # custom event type -> its CLI progress line, beside the generic ones (noterag.cli.render)
-    progress: Mapping[str, ProgressLine] = field(default_factory=dict)
+    # what it shows while it runs: custom event type -> its line(s), as data (format strings over
+    # the event's fields, noterag.core.progress), beside the shared steps' lines; drawn by the
+    # CLI (noterag.cli.render) and the trace page (noterag.trace)
+    progress: Declared = field(default_factory=dict)
     # the tasks it answers, when its answer prompts do not say (noterag.core.tasks checks a run's
     # tasks before any model call); None: the tasks of its answer prompts
     tasks: tuple[str, ...] | None = None

@@ -40,6 +40,7 @@ from markupsafe import Markup
 
 from noterag.base.errors import NoteragError
 from noterag.base.files import atomic_write_text, check_output_file, file_starts_with
+from noterag.core.progress import progress_lines
 from noterag.core.step import RETRIEVAL
 
 
@@ -224,6 +225,34 @@ LAYOUTS = ("note", "amber", "resp", "single", "none", "generic")
 Layout = str | jinja2.Template
 
 
+def progress_for(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The run's progress lines, as ``noterag ask`` printed them (the method's declared lines,
+    noterag.core.progress): per line its ``step``, ``style``, (text, style) ``segments`` and
+    whether it ``follows`` the line before. A method noterag does not know: the shared steps'
+    lines and generic ones."""
+    from noterag.registry.methods import METHODS
+
+    method = run.get("method")
+    declared = METHODS[method].progress if method in METHODS else {}
+    found: list[dict[str, Any]] = []
+    for event in run.get("events") or []:
+        if not isinstance(event, Mapping) or not isinstance(event.get("type"), str):
+            continue
+        if event["type"] == RETRIEVAL:
+            continue
+        for shown in progress_lines(declared, event):
+            step = event.get("step")
+            found.append(
+                {
+                    "step": step if isinstance(step, int) else None,
+                    "style": shown.style,
+                    "segments": shown.segments,
+                    "follows": shown.follows,
+                }
+            )
+    return found
+
+
 def layout_for(method: str) -> Layout:
     """The layout of ``method``'s trace page, as its declaration says (``MethodSpec.trace_view``):
     a name from ``LAYOUTS``, template source text, or a template compiled by
@@ -392,6 +421,7 @@ def render_html(run: Mapping[str, Any], layout: Layout | None = None) -> str:
             cost=_cost(run),
             cards=Markup(cards),  # rendered with autoescaping
             unshown=unshown(run, passages, shown),
+            progress=progress_for(run),
         )
     except jinja2.TemplateError as exc:  # a method's own layout that reads what is not there
         raise TraceInputError(f"cannot render the trace page: {exc}") from None

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 from noterag.core.context import MOST_STEPS, RunContext, setting
 from noterag.core.decision import stop_check
+from noterag.core.progress import Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
@@ -89,7 +89,7 @@ SPEC = MethodSpec(
     result_fields=("follow_ups",),
     queries="follow_ups",
     trace_view="generic",
-    progress={"follow_up": lambda event: Text(f"follow-up: {event['question']}")},
+    progress={"follow_up": Line("follow-up: {{ question }}")},
 )
 
 build = builder(SPEC)
