@@ -32,11 +32,11 @@ from typing import Annotated, Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, StateGraph
-from rich.text import Text
 
 import noterag
 from noterag.core.context import MOST_STEPS, RunContext, setting
 from noterag.core.decision import stop_check
+from noterag.core.progress import Line
 from noterag.core.prompt import AnswerPrompts, Prompt
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields
@@ -137,7 +137,7 @@ SPEC = MethodSpec(
     wire=wire,
     result_fields=("guesses",),
     trace_view=LAYOUT,
-    progress={"guess": lambda event: Text(f"guessed {event['text']}")},
+    progress={"guess": Line("guessed {{ text }}")},
 )
 
 
