@@ -7,13 +7,9 @@ Usage::
     graph.invoke({"question": "..."}, context={"max_steps": 3})
 """
 
-from noterag import _moved
 from noterag.base.errors import NoteragError
 from noterag.core.lcel import answer_only
 from noterag.registry.methods import METHODS, build_graph
 
 __all__ = ["METHODS", "NoteragError", "answer_only", "build_graph"]
 __version__ = "0.1.0"
-
-# noterag.spec, noterag.persistence, ...: the paths of 0.1 keep importing, with a warning
-_moved.install()

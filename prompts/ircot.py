@@ -147,11 +147,6 @@ def source(files: str = IRCOT_FILES) -> dict[str, object]:
     return vendored.source(files)
 
 
-def file_source(dataset: str, files: str = IRCOT_FILES) -> str:
-    """Where ``dataset``'s demonstration file comes from: repository, path, commit."""
-    return vendored.cite(files, f"{dataset}.txt")
-
-
 @cache
 def examples(dataset: str, files: str = IRCOT_FILES) -> dict[str, str]:
     """The demonstrations of ``dataset``'s file by qid, each as ``read_prompt`` makes it: the

@@ -1,6 +1,6 @@
 """The folders show the layers: noterag/ is one package per layer, the import-linter layers
 contract names exactly those packages, docs/development.md draws them in the contract's order,
-and the import paths of 0.1 still import (with a warning) as docs/upgrading.md lists them."""
+and the import paths of 0.1 are gone, where docs/upgrading.md lists them as history."""
 
 from __future__ import annotations
 
@@ -9,12 +9,9 @@ import json
 import re
 import sys
 import tomllib
-import warnings
 from pathlib import Path
 
 import pytest
-
-from noterag._moved import MOVED
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -79,57 +76,30 @@ def test_development_picture_is_the_contract() -> None:
         )
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_old_path_imports_the_moved_module_with_a_warning(
-    old: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    new = importlib.import_module(f"noterag.{MOVED[old]}")
-    if old == "trace":
-        # noterag.trace is now the package that holds the page: its old names are read
-        # through it, each with the warning, as the same objects.
-        package = importlib.import_module("noterag.trace")
-        for name in ("write_html", "load_run", "record", "layout_for"):
-            with pytest.warns(DeprecationWarning, match=f"noterag.trace.page.{name}"):
-                assert getattr(package, name) is getattr(new, name)
-        with pytest.raises(AttributeError):
-            package.not_a_name  # noqa: B018
-        return
-    # As a fresh interpreter would find it: not yet in sys.modules (restored afterwards).
-    monkeypatch.delitem(sys.modules, f"noterag.{old}", raising=False)
-    with pytest.warns(
-        DeprecationWarning, match=rf"noterag\.{old} has moved to noterag\.{MOVED[old]};"
-    ):
-        module = importlib.import_module(f"noterag.{old}")
-    assert module is new
-    # Once imported, a second import finds it in sys.modules: the same object, no new warning.
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert importlib.import_module(f"noterag.{old}") is new
-
-
-def test_the_warning_points_at_the_importing_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Python shows a DeprecationWarning by default only where __main__ triggers it: the warning
-    must name the line that imports the old path, not importlib's frames (it said "sys:1", so a
-    script's ``import noterag.spec`` printed nothing)."""
-    monkeypatch.delitem(sys.modules, "noterag.spec", raising=False)
-    with pytest.warns(DeprecationWarning, match="noterag.spec has moved") as caught:
-        import noterag.spec  # noqa: F401
-    assert [(Path(w.filename), w.lineno) for w in caught] == [
-        (Path(__file__), sys._getframe().f_lineno - 2)
-    ]
-
-
-def test_a_path_that_never_existed_is_still_an_import_error() -> None:
-    with pytest.raises(ModuleNotFoundError):
-        importlib.import_module("noterag.not_a_module")
-
-
-def test_upgrading_lists_exactly_the_moved_paths() -> None:
+def moved_paths() -> dict[str, str]:
+    """docs/upgrading.md's table of the 0.1 paths: old -> new (both under noterag.)."""
     text = (ROOT / "docs" / "upgrading.md").read_text(encoding="utf-8")
     rows = re.findall(
         r"^\| `noterag\.([\w.]+)` \| `noterag\.([\w.]+)` \|$", text, flags=re.MULTILINE
     )
-    assert dict(rows) == MOVED and len(rows) == len(MOVED)
+    return dict(rows)
+
+
+def test_the_paths_of_0_1_are_history_each_new_path_imports_and_no_old_one() -> None:
+    """0.1 was never published: its paths are not kept (no finder, no shim). docs/upgrading.md
+    lists where each went; each new path imports, and each old one does not (``noterag.trace``
+    is now the package that holds the page, and has none of the page's names)."""
+    moved = moved_paths()
+    assert len(moved) == 25
+    for old, new in moved.items():
+        importlib.import_module(f"noterag.{new}")
+        if old == "trace":
+            package = importlib.import_module("noterag.trace")
+            assert not hasattr(package, "write_html") and not hasattr(package, "load_run")
+            continue
+        sys.modules.pop(f"noterag.{old}", None)
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"noterag.{old}")
 
 
 def test_upgrading_names_the_server_paths_of_langgraph_json() -> None:

@@ -40,7 +40,6 @@ from noterag.trace.page import (
     load_run,
     record,
     render_html,
-    word_diff,
 )
 from scripted import (
     QUESTION,
@@ -357,12 +356,19 @@ def test_an_eval_row_renders_with_passages_by_id() -> None:
     assert page.row("Gold").text() == "1871"
 
 
-def test_word_diff_marks_added_and_dropped_words_and_escapes() -> None:
-    out = word_diff("Fenwick designed <b>it</b>.", "Fenwick (1871) designed <b>it</b> & more.")
-    assert "<ins>(1871)</ins>" in out and "&lt;b&gt;" in out and "&amp;" in out
-    assert "<b>" not in out
-    assert word_diff("same words", "same words") == "same words"
-    assert word_diff("", "new") == "<ins>new</ins>"
+def test_a_notes_diff_marks_added_words_and_escapes() -> None:
+    trace = [
+        {"step": 0, "candidate_note": "Fenwick designed <b>it</b>.", "llm_calls": 1},
+        {
+            "step": 1,
+            "candidate_note": "Fenwick (1871) designed <b>it</b> & more.",
+            "verdict": True,
+            "llm_calls": 2,
+        },
+    ]
+    page = render_html({"method": "deepnote", "question": "q", "answer": "a", "trace": trace})
+    assert "<ins>(1871)</ins>" in page and "&lt;b&gt;it&lt;/b&gt;" in page and "&amp;" in page
+    assert "<b>it" not in page
 
 
 def test_render_refuses_what_is_not_a_run() -> None:

@@ -22,7 +22,6 @@ from noterag.base.errors import ConfigError
 
 TASKS = ("multihop", "asqa", "strategyqa", "crud")
 PROFILES = ("paper", "official", "original")
-HUMAN_REVIEWS = ("none", "note", "answer", "both")
 
 # A passage longer than this many characters is cut in prompts (``max_passage_chars``): about
 # 2,500 tokens, several times a Wikipedia paragraph, so that a whole article (or a 15 MB line)

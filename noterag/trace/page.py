@@ -308,12 +308,6 @@ _ENV.filters["json"] = _json
 _ENV.globals["diff_words"] = diff_words
 
 
-def word_diff(old: str, new: str) -> Markup:
-    """``new`` as HTML with what it adds to ``old`` in <ins> and what it drops in <del>."""
-    cards: Any = _ENV.get_template("trace/_cards.html.j2").module  # its macros, as attributes
-    return Markup(cards.diff(diff_words(old, new)))
-
-
 def layout_template(source: str) -> jinja2.Template:
     """Compile a method's own layout (step cards) from template text, with the page's
     autoescaping. It sees what the built-in layouts see (``render_html``)."""
