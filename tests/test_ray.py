@@ -295,6 +295,26 @@ def test_an_address_nobody_answers_is_one_line(tmp_path: Path, model_url: str) -
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("given", ["host:port", "ray://host:port"])
+def test_auto_is_the_head_ray_address_names(tmp_path: Path, model_url: str, given: str) -> None:
+    """``--ray auto`` connects where ``RAY_ADDRESS`` points, as ray.init does (read by noterag
+    itself, not by a private module of Ray): nobody answers there, and the line names it."""
+    port = _free_port()
+    where = given.replace("host:port", f"127.0.0.1:{port}")
+    done = subprocess.run(
+        _eval(tmp_path, "auto", model_url),
+        capture_output=True, text=True, timeout=300, check=False,
+        env=os.environ | {"RAY_ADDRESS": where},
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        (
+            f"error: cannot connect to the Ray cluster at auto: nothing answers at "
+            f"127.0.0.1:{port} (connection refused)"
+        )
+    ]
+
+
 def test_an_address_that_never_answers_as_ray_is_one_line(tmp_path: Path, model_url: str) -> None:
     """A port that accepts connections and says nothing: ray.init is given
     NOTERAG_RAY_CONNECT_TIMEOUT (here 5 s), not its own many minutes."""

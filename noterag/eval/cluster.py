@@ -246,23 +246,15 @@ def connect_s() -> float:
 
 
 def _head_of(address: str) -> tuple[str, int] | None:
-    """The head's host and port for ``address`` as ``ray.init`` will read it (``auto`` and
-    ``$RAY_ADDRESS`` resolved); None when it is no ``host:port``."""
-    if address.startswith("ray://"):
-        where = address.removeprefix("ray://").split("/", 1)[0]
-    else:
-        try:
-            from ray._private.services import get_ray_address_from_environment
-        except ImportError:  # Ray's own lookup moved: check the address as given
-            where = address
-        else:
-            try:
-                where = get_ray_address_from_environment(address, None) or address
-            except ConnectionError as exc:  # "auto" and no cluster on this machine
-                raise ConfigError(
-                    f"cannot connect to the Ray cluster at {address}: {exc}"
-                ) from None
-    return _parse_hostport(where)
+    """The head's host and port ``ray.init(address)`` connects to, as its documentation says: a
+    concrete address as given (``ray://host:port`` for the Ray Client); ``auto``: the
+    ``RAY_ADDRESS`` environment variable when it is set. None when that is no ``host:port``
+    (``auto`` without ``RAY_ADDRESS``: Ray finds the cluster this machine runs itself, and
+    raises at once when there is none)."""
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS", "").strip()
+    where = address.split("://", 1)[1] if "://" in address else address
+    return _parse_hostport(where.split("/", 1)[0])
 
 
 def _parse_hostport(where: str) -> tuple[str, int] | None:
