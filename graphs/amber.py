@@ -40,7 +40,7 @@ from langgraph.graph import END, StateGraph
 from noterag.core.context import AmberContext
 from noterag.core.decision import Decision
 from noterag.core.profiles import AMBER_PAPER, Profile
-from noterag.core.progress import Line, Part
+from noterag.core.progress import Declared, Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import AmberOutput, AmberState
 from noterag.core.step import node, on_loop
@@ -99,7 +99,7 @@ def wire(graph: StateGraph, deps: Deps) -> None:
 
 
 # How `noterag ask` and the trace page show Amber's own events (MethodSpec.progress).
-PROGRESS = {
+PROGRESS: Declared = {
     "filter": Line(
         "{{ 'kept' if useful else 'filtered out' }} {{ title or id | default('?') }}",
         Part(" (verdict did not parse: kept)", "yellow", when="not (parsed | default(true))"),

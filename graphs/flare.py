@@ -76,7 +76,7 @@ from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext, setting
 from noterag.core.decision import stop_check
 from noterag.core.profiles import PAPER, Profile
-from noterag.core.progress import Line, Part
+from noterag.core.progress import Declared, Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node, on_loop
@@ -221,7 +221,7 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
 
 # --- progress lines (the CLI's and the trace page's) ---------------------------------------------
 
-PROGRESS = {
+PROGRESS: Declared = {
     "passages": Line(
         "retrieved {{ passages | length }} passage(s) for "
         "{{ 'the question' if initial else \"the look-ahead's query\" }}",

@@ -59,7 +59,7 @@ from noterag.base.errors import ConfigError
 from noterag.core.context import MOST_PASSAGES, MOST_STEPS, RunContext, setting
 from noterag.core.decision import stop_check
 from noterag.core.profiles import PAPER, Profile
-from noterag.core.progress import Line
+from noterag.core.progress import Declared, Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
@@ -189,7 +189,7 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
 
 
 # The CLI's and the trace page's line for a reasoning step (Adaptive-RAG's route C shows it too).
-PROGRESS = {
+PROGRESS: Declared = {
     "thought": (
         Line("the reasoner wrote no sentence", style="yellow", when="not sentence"),
         Line(

@@ -37,7 +37,7 @@ from noterag.base.errors import ConfigError
 from noterag.core.context import MOST_STEPS, RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import Profile
-from noterag.core.progress import Line
+from noterag.core.progress import Declared, Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
@@ -108,7 +108,7 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
 
 
 # The CLI's and the trace page's line for an iteration's generation: its last line of text.
-PROGRESS = {
+PROGRESS: Declared = {
     "generation": Line(
         "generation {{ (step or 0) | int + 1 }}: "
         "{% for line in ((generation or '') | string).splitlines() if line.strip() %}"

@@ -30,7 +30,7 @@ from langgraph.graph import END, StateGraph
 from noterag.core.context import MOST_STEPS, RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import Profile
-from noterag.core.progress import Line
+from noterag.core.progress import Declared, Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
@@ -100,7 +100,7 @@ def wire(graph: StateGraph, deps: Deps) -> None:
 
 
 # How the CLI and the trace page show RAT's own events (MethodSpec.progress).
-PROGRESS = {
+PROGRESS: Declared = {
     "draft": Line(
         "drafted a chain of thought: {{ thoughts | default(0) | int }} step(s) to revise",
         style="cyan",

@@ -35,7 +35,7 @@ from langgraph.graph import END, StateGraph
 from noterag.core.context import MOST_STEPS, RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import Profile
-from noterag.core.progress import Line, Part
+from noterag.core.progress import Declared, Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, merge_unique
 from noterag.core.step import node
@@ -111,7 +111,7 @@ def wire(graph: StateGraph, deps: Deps) -> None:
 
 
 # How the CLI and the trace page show ReAct's own events (MethodSpec.progress).
-PROGRESS = {
+PROGRESS: Declared = {
     "thought": Line(
         "thought: {{ thought | default('') }}",
         Part("  → {{ action | default('') }}", "bold"),

@@ -48,7 +48,7 @@ from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import Profile
-from noterag.core.progress import Line, Part
+from noterag.core.progress import Declared, Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node, run_context
@@ -167,7 +167,7 @@ class RecompSpec(MethodSpec):
 
 
 # The CLI's and the trace page's line for the compression (MethodSpec.progress).
-PROGRESS = {
+PROGRESS: Declared = {
     "compressed": Line(
         "{{ compression }} compression: {{ passages }} passage(s), {{ passage_words }} words -> "
         "{{ compressed_words or 0 }} words",

@@ -63,7 +63,7 @@ from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext, setting
 from noterag.core.decision import single_pass, stop_check
 from noterag.core.profiles import PAPER
-from noterag.core.progress import Line
+from noterag.core.progress import Declared, Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
@@ -152,7 +152,7 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
 
 
 # The CLI's and the trace page's line for the ensemble: each answer with its probability.
-PROGRESS = {
+PROGRESS: Declared = {
     "ensemble": Line(
         "ensemble: {% for c in candidates %}{{ c.answer or '(empty)' }} "
         "{{ '%.3f' | format(c.probability) }}{{ ' · ' if not loop.last }}{% endfor %}",

@@ -30,7 +30,7 @@ from langgraph.graph import END, StateGraph
 from noterag.core.context import ReSPContext
 from noterag.core.decision import Decision
 from noterag.core.profiles import Profile
-from noterag.core.progress import Line
+from noterag.core.progress import Declared, Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ReSPOutput, ReSPState
 from noterag.core.step import node
@@ -55,7 +55,7 @@ def wire(graph: StateGraph, deps: Deps) -> None:
 
 
 # How `noterag ask` and the trace page show ReSP's own events (MethodSpec.progress).
-PROGRESS = {
+PROGRESS: Declared = {
     "summaries": Line(
         "summarised the evidence{{ ' (global and local pathway)' if local_summary }}",
         style="cyan",

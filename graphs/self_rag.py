@@ -84,7 +84,7 @@ from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import PAPER, Profile
-from noterag.core.progress import Line
+from noterag.core.progress import Declared, Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node, on_loop
@@ -260,7 +260,7 @@ def wire(graph: StateGraph, deps: Deps) -> None:
 ACTION = "{{ 'retrieving' if retrieve else 'answering without retrieval' }}"
 # the kept generation (chosen: its passage's index) has a score: it was generated with a passage
 SCORED = "segments and segments[chosen or 0].get('score') is not none"
-PROGRESS = {
+PROGRESS: Declared = {
     "retrieval_decision": (
         Line("mode {{ mode }}: " + ACTION, style="cyan", when="event.get('score') is none"),
         Line(

@@ -18,7 +18,7 @@ there). FlashRAG has no such method (its rerankers are trained cross-encoders).
 
 from __future__ import annotations
 
-from noterag.core.progress import Line, Part
+from noterag.core.progress import Declared, Line, Part
 from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.single_step import SingleStepOutput, SingleStepState, declare
 from noterag.nodes.self_rerank import PassageLabel, rerank
@@ -37,7 +37,7 @@ class SelfRerankState(SingleStepState, SelfRerankOutput, total=False):
 
 # The CLI's and the trace page's line for the labels: how many passages were judged useful,
 # relevant, and how many labels did not read.
-PROGRESS = {
+PROGRESS: Declared = {
     "labels": Line(
         "labelled {{ labels | length }} passages: "
         "{{ labels | selectattr('useful') | list | length }} useful, "

@@ -68,7 +68,7 @@ from langgraph.graph import END, StateGraph
 from noterag.core.context import RunContext
 from noterag.core.decision import stop_check
 from noterag.core.profiles import PAPER, Profile
-from noterag.core.progress import Line, Part
+from noterag.core.progress import Declared, Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
@@ -152,7 +152,7 @@ def wire(graph: StateGraph, deps: Deps) -> None:
 
 # the k-th candidate's mark, as the prompts write it (nodes/sure.py's letter): 0 -> "a"
 LETTER = "'%c' | format(97 + {})"
-PROGRESS = {
+PROGRESS: Declared = {
     "candidates": (
         Line("no answer candidate in the reply", style="yellow", when="not candidates"),
         Line(

@@ -4,6 +4,7 @@ Top down (pyproject.toml's second layers contract): the question entry, the stop
 the task check (``question``, ``decision``, ``tasks``); the step runner (``step``); the method
 declaration (``spec``); fidelity profiles, prompt rendering, the operator's run policy and the
 answer-only Runnable (``profiles``, ``prompt``, ``policy``, ``lcel``); reply parsing, settings,
-the typed state and retry policies (``parsing``, ``context``, ``state``, ``retry``). It stands on
+the typed state, retry policies and the progress lines as data (``parsing``, ``context``,
+``state``, ``retry``, ``progress``). It stands on
 ``noterag.retrievers``, ``noterag.models``, ``noterag.datasets`` and ``noterag.base``.
 """

@@ -233,7 +233,7 @@ def progress_for(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     from noterag.registry.methods import METHODS
 
     method = run.get("method")
-    declared = METHODS[method].progress if method in METHODS else {}
+    declared = METHODS[method].progress if isinstance(method, str) and method in METHODS else {}
     found: list[dict[str, Any]] = []
     for event in run.get("events") or []:
         if not isinstance(event, Mapping) or not isinstance(event.get("type"), str):
