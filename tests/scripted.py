@@ -363,6 +363,21 @@ def generator_prompt(note: str, question: str = QUESTION) -> str:
     )
 
 
+def progress_of(spec: Any) -> dict[str, Callable[[Mapping[str, Any]], str]]:
+    """Each event type the method declares a line for -> the text its lines show of such an
+    event (one line each), as the CLI and the trace page show it (noterag.core.progress)."""
+    from noterag.core.progress import progress_lines
+
+    def text(kind: str) -> Callable[[Mapping[str, Any]], str]:
+        def show(event: Mapping[str, Any]) -> str:
+            found = progress_lines(spec.progress, {**event, "type": kind})
+            return "\n".join(line.plain for line in found)
+
+        return show
+
+    return {kind: text(kind) for kind in spec.progress}
+
+
 def method_events(events: Iterable[Any]) -> list[Any]:
     """The custom events a method's steps send: without the engine's own ``retrieval`` event of
     each search (tests/test_contributor_traps.py checks those)."""

@@ -31,6 +31,7 @@ from scripted import (
     ScriptedModel,
     method_events,
     passages,
+    progress_of,
     run_over,
 )
 
@@ -496,7 +497,7 @@ def test_each_decision_is_one_progress_event():
     assert events[0]["initial"] and not events[2]["initial"]
     assert events[1]["queries"] == ["The Velmora Bridge was designed by the architect Aurelio ."]
     assert events[4]["queries"] == [] and events[4]["look_ahead"] == CONCLUDE
-    lines = [str(flare.SPEC.progress[e["type"]](e)) for e in events[:5]]
+    lines = [progress_of(flare.SPEC)[e["type"]](e) for e in events[:5]]
     assert lines[1].startswith("low confidence ('Fenwick'): ") and lines[4].startswith(
         "confident: "
     )

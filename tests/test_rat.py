@@ -27,6 +27,7 @@ from scripted import (
     ScriptedModel,
     method_events,
     passages,
+    progress_of,
 )
 
 CORPUS = passages(*VELMORA_ROWS)
@@ -306,16 +307,14 @@ def test_events_and_only_the_answer_streams():
 
 
 def test_progress_lines():
-    lines = rat.SPEC.progress
-    assert (
-        lines["draft"]({"thoughts": 3}).plain == "drafted a chain of thought: 3 step(s) to revise"
-    )
-    assert lines["query"]({"query": "q"}).plain == "query: q"
-    assert lines["query"]({"query": ""}).plain == "query: (none: step skipped)"
-    assert lines["revision"]({"revised": True, "passages": [{}, {}]}).plain == (
+    lines = progress_of(rat.SPEC)
+    assert lines["draft"]({"thoughts": 3}) == "drafted a chain of thought: 3 step(s) to revise"
+    assert lines["query"]({"query": "q"}) == "query: q"
+    assert lines["query"]({"query": ""}) == "query: (none: step skipped)"
+    assert lines["revision"]({"revised": True, "passages": [{}, {}]}) == (
         "step revised with 2 passage(s)"
     )
-    assert lines["revision"]({"revised": False}).plain == "step not revised"
+    assert lines["revision"]({"revised": False}) == "step not revised"
 
 
 @pytest.mark.parametrize("bad", [0, -2])

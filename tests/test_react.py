@@ -30,6 +30,7 @@ from scripted import (
     ScriptedModel,
     method_events,
     passages,
+    progress_of,
 )
 
 CORPUS = passages(*VELMORA_ROWS)
@@ -467,20 +468,15 @@ def test_events_and_only_the_answer_streams(finish: bool):
 
 
 def test_progress_lines():
-    lines = react.SPEC.progress
-    assert (
-        "Velmora Bridge"
-        in lines["observation"](
-            {
-                "action": "search",
-                "argument": "Velmora Bridge",
-                "passages": [{"id": "p1", "title": "Velmora Bridge"}],
-            }
-        ).plain
+    lines = progress_of(react.SPEC)
+    assert "Velmora Bridge" in lines["observation"](
+        {
+            "action": "search",
+            "argument": "Velmora Bridge",
+            "passages": [{"id": "p1", "title": "Velmora Bridge"}],
+        }
     )
-    assert (
-        lines["thought"]({"thought": "t", "action": "Finish[x]"}).plain == "thought: t  → Finish[x]"
-    )
+    assert lines["thought"]({"thought": "t", "action": "Finish[x]"}) == "thought: t  → Finish[x]"
 
 
 @pytest.mark.parametrize("bad", [0, -1])

@@ -28,6 +28,7 @@ from scripted import (
     ScriptedModel,
     method_events,
     passages,
+    progress_of,
 )
 
 CORPUS = passages(*VELMORA_ROWS)
@@ -279,7 +280,7 @@ def test_events_and_the_cli_line():
         "passage_words": words,
         "compressed_words": 8,
     }
-    line = str(recomp.compressed_line(events[1]))
+    line = progress_of(recomp.SPEC)["compressed"](events[1])
     assert line == f"abstractive compression: 5 passage(s), {words} words -> 8 words"
 
 

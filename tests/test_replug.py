@@ -22,7 +22,7 @@ from noterag.base.errors import ConfigError
 from noterag.graphs import replug
 from noterag.nodes import replug as steps
 from noterag.nodes.logprobs import LogprobsUnavailableError, Token
-from scripted import QUESTION, ScriptedModel, method_events
+from scripted import QUESTION, ScriptedModel, method_events, progress_of
 
 TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]")
 # three passages; the answer each pass gives is scripted by the passage it reads
@@ -341,7 +341,7 @@ def test_the_ensemble_is_one_progress_event():
     events = [e for _, e in graph.stream({"question": QUESTION}, stream_mode=["custom"])]
     events = method_events(events)
     assert [e["type"] for e in events] == ["passages", "ensemble", "answer"]
-    line = str(replug.SPEC.progress["ensemble"](events[1]))
+    line = progress_of(replug.SPEC)["ensemble"](events[1])
     assert line == "ensemble: Lise Ambrath 0.330 · Aurelio Fenwick 0.303"
 
 

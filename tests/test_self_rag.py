@@ -33,6 +33,7 @@ from scripted import (
     invoke_by,
     method_events,
     passages,
+    progress_of,
     usage,
 )
 
@@ -804,22 +805,22 @@ def test_studio_schemas():
 
 
 def test_progress_lines():
-    progress = self_rag.SPEC.progress
+    progress = progress_of(self_rag.SPEC)
     line = progress["retrieval_decision"](
         {"mode": "adaptive_retrieval", "retrieve": False, "score": 0.1, "threshold": 0.2}
     )
-    assert line.plain == "[Retrieval] 0.10 ≤ threshold 0.2: answering without retrieval"
+    assert line == "[Retrieval] 0.10 ≤ threshold 0.2: answering without retrieval"
     line = progress["retrieval_decision"](
         {"mode": "always_retrieve", "retrieve": True, "score": None}
     )
-    assert line.plain == "mode always_retrieve: retrieving"
+    assert line == "mode always_retrieve: retrieving"
     out = run(LogprobModel(script=script()))
     line = progress["segments"]({"segments": out["segments"], "chosen": 0})
-    assert line.plain == (
+    assert line == (
         "scored 3 generations (one per passage); kept passage 1 (Aurelio Fenwick): score 2.90 = "
         "sequence 0.80 + relevance 0.80, support 0.85, utility 0.90 (weighted)"
     )
-    assert progress["segments"]({"segments": [{"score": None}], "chosen": 0}).plain == (
+    assert progress["segments"]({"segments": [{"score": None}], "chosen": 0}) == (
         "generated after [No Retrieval]"
     )
 

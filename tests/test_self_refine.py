@@ -22,6 +22,7 @@ from scripted import (
     numbered,
     official_refs,
     passages,
+    progress_of,
     ranked,
     run_recorded,
     vendored,
@@ -104,8 +105,8 @@ def test_progress_events():
     events = custom_events(graph, {"question": QUESTION})
     assert [e["type"] for e in events] == ["passages", "refinement", "answer"]
     assert events[1] == {"type": "refinement", "step": 0, "passages": 5, "refinement": SUMMARY}
-    line = self_refine.SPEC.progress["refinement"](events[1])
-    assert line.plain == f"refined 5 passages into a summary ({len(SUMMARY.split())} words)"
+    line = progress_of(self_refine.SPEC)["refinement"](events[1])
+    assert line == f"refined 5 passages into a summary ({len(SUMMARY.split())} words)"
 
 
 def test_async_run_makes_the_same_calls():

@@ -25,6 +25,7 @@ from scripted import (
     numbered,
     official_refs,
     passages,
+    progress_of,
     ranked,
     run_recorded,
     vendored,
@@ -130,8 +131,8 @@ def test_progress_events():
     events = custom_events(graph, {"question": QUESTION})
     assert [e["type"] for e in events] == ["passages", "labels", "answer"]
     assert events[1]["step"] == 0 and len(events[1]["labels"]) == 5
-    line = self_rerank.SPEC.progress["labels"](events[1])
-    assert line.plain == "labelled 5 passages: 2 useful, 2 relevant (2 without a readable label)"
+    line = progress_of(self_rerank.SPEC)["labels"](events[1])
+    assert line == "labelled 5 passages: 2 useful, 2 relevant (2 without a readable label)"
 
 
 def test_crud_is_refused_in_one_line():

@@ -26,6 +26,7 @@ from scripted import (
     ScriptedModel,
     method_events,
     passages,
+    progress_of,
 )
 
 CORPUS = passages(*VELMORA_ROWS)
@@ -541,19 +542,16 @@ def test_stream_reports_each_decision_and_the_answer_once():
 
 
 def test_progress_lines():
-    progress = sure.SPEC.progress
+    progress = progress_of(sure.SPEC)
     line = progress["candidates"]({"candidates": ["1871", "1848"], "parsed": True})
-    assert line.plain == "answer candidates: (a) 1871 · (b) 1848"
-    assert (
-        "without (a)/(b) marks"
-        in progress["candidates"]({"candidates": ["x"], "parsed": False}).plain
-    )
-    assert progress["candidates"]({"candidates": []}).plain == "no answer candidate in the reply"
-    assert progress["candidate_summaries"]({"summaries": ["s", "t"]}).plain == (
+    assert line == "answer candidates: (a) 1871 · (b) 1848"
+    assert "without (a)/(b) marks" in progress["candidates"]({"candidates": ["x"], "parsed": False})
+    assert progress["candidates"]({"candidates": []}) == "no answer candidate in the reply"
+    assert progress["candidate_summaries"]({"summaries": ["s", "t"]}) == (
         "summarised the passages for each of 2 candidates"
     )
     event = {"candidates": ["1871", "1848"], "scores": [1.0, 1.0], "chosen": 0, "tied": [0, 1]}
-    assert progress["selection"](event).plain == "selected (a) 1871 (scores 1, 1; a tie: the first)"
+    assert progress["selection"](event) == "selected (a) 1871 (scores 1, 1; a tie: the first)"
 
 
 def test_sampling_is_temperature_zero_unless_the_run_sets_one():
