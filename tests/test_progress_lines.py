@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 import noterag
@@ -88,6 +90,35 @@ def test_fields_of_another_shape_show_as_the_generic_line() -> None:
     event = {"type": "retrieval_decision", "step": 0, "score": "high", "retrieve": True}
     (line,) = progress_lines(noterag.METHODS["self-rag"].progress, event)
     assert line.plain == "retrieval_decision: score=high · retrieve=True"
+    # SuRe's chosen candidate far beyond any letter
+    event = {"type": "selection", "candidates": ["a"], "scores": [1], "chosen": 10**9}
+    (line,) = progress_lines(noterag.METHODS["sure"].progress, event)
+    assert line.plain == "selection: candidates=[a] · scores=[1] · chosen=1000000000"
+
+
+# Any JSON value, under the field names the methods' events use (and others): an event of another
+# shape, as a run file from elsewhere may hold.
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+FIELDS = sorted({key for row in RECORDED for key in row["event"]} - {"type"})
+KINDS = sorted({(name, kind) for name, spec in noterag.METHODS.items() for kind in spec.progress})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(KINDS),
+    st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=6), JSON, max_size=6),
+)
+def test_an_event_of_any_shape_shows_without_an_error(kind: tuple[str, str], fields: dict) -> None:
+    method, event_type = kind
+    event = {**fields, "type": event_type}
+    for line in progress_lines(noterag.METHODS[method].progress, event):
+        assert isinstance(line.plain, str)
 
 
 def test_a_line_may_take_its_style_from_a_field_and_repeat_per_item() -> None:

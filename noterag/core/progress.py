@@ -294,7 +294,7 @@ def progress_lines(declared: Declared, event: Mapping[str, Any]) -> list[Shown]:
         return [generic(event)]
     try:
         return lines(found, event)
-    except (TypeError, ValueError, LookupError, jinja2.TemplateError):
+    except (TypeError, ValueError, LookupError, ArithmeticError, jinja2.TemplateError):
         # fields of another shape than the method sends (a run file from elsewhere, a number
         # given as text): the event shows as it is
         return [generic(event)]
