@@ -6,17 +6,20 @@ drawn in the line's style (``"cyan"``, or one chosen by a field: ``"{{ 'green' i
 'red' }}"``); a part may have a style of its own and, where it shows only sometimes, a condition
 (a Jinja2 expression, ``when="fallback"``). A line may show only when its own condition holds,
 once per item of a list field (``each="queries"``: the item is ``item``), or continue the line
-before it on a line of its own (``follows=True``: no step prefix). The templates read the event's fields by name (an absent
-field is empty and false) and the whole event as ``event``; they have Jinja2's filters, ``repr``,
-``titles`` (a list of passages by title, `` · ``-separated) and ``words`` (a text's word count).
+before it on a line of its own (``follows=True``: no step prefix). The templates read the
+event's fields by name (an absent field is empty and false) and the whole event as ``event``;
+they have Jinja2's filters, ``repr``, ``titles`` (a list of passages by title, `` · ``-separated)
+and ``words`` (a text's word count).
 
-``lines(declared, event)`` turns an event into what to show: lines of (text, style) segments.
-Two readers draw them: the command line (noterag.cli.render, in the terminal's colours) and the
-trace page (noterag.trace, each style a CSS class); neither holds a method's wording, and no
-graph, node or prompt module imports terminal code (tests/test_layout.py). ``SHARED`` holds the
-lines of the events the shared steps send (retrieval, the note steps, the answer, a follow-up's
-rewrite); an event type neither a method nor ``SHARED`` declares shows as ``generic`` says (its
-type and its fields, briefly), so a new method's events show without any declaration.
+``progress_lines(declared, event)`` turns an event into what to show: lines of (text, style)
+segments. Two readers draw them: the command line (noterag.cli.render, in the terminal's
+colours) and the trace page (noterag.trace.page, each style a CSS class); neither holds a
+method's wording, and no graph, node or prompt module imports terminal code
+(tests/test_progress_lines.py scans them). ``SHARED`` holds the lines of the events the shared
+steps send (retrieval, the note steps, the answer, a follow-up's rewrite); an event type
+neither a method nor ``SHARED`` declares shows as ``generic`` says (its type and its fields,
+briefly), so a new method's events show without any declaration. So does an event whose fields
+its declared line cannot read (a run file from elsewhere): a line never raises.
 """
 
 from __future__ import annotations
