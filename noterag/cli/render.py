@@ -32,9 +32,9 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
+# the escaping of untrusted text (the eval and reproduce layers use it too)
 from noterag.base.terminal import printable_value
 
-# The escaping of untrusted text (noterag.base.terminal: the eval and reproduce layers use it too).
 # plural: the progress lines' (noterag.core.progress), which the commands' summaries share
 from noterag.core.progress import Shown, plural, progress_lines
 from noterag.core.spec import MethodSpec
