@@ -174,10 +174,6 @@ def sections(page: Node) -> list[Node]:
     return page.all("section", cls="step")
 
 
-def passage_titles(section: Node) -> list[str]:
-    return [s.one("span", cls="ptitle").text() for s in section.all("summary")]
-
-
 def check_common(run: dict[str, Any], page_html: str) -> Node:
     """What every page must hold: the question, the answer, the cost equal to the state's, no
     script or network reference, escaped passage text."""
