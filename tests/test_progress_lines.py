@@ -15,6 +15,7 @@ import ast
 import io
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from rich.console import Console
 
 import noterag
 from noterag.cli.render import Progress
-from noterag.core.progress import SHARED, Line, Part, check, progress_lines
+from noterag.core.progress import SHARED, Line, Part, check, check_shape, progress_lines
+from noterag.core.spec import MethodError
+from noterag.registry.methods import register
 from noterag.trace.page import progress_for, render_html
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +86,17 @@ def test_a_typo_in_a_template_is_named_with_its_event_type() -> None:
         check({"toy": Line("{{ broken ")})
     with pytest.raises(ValueError, match="unknown progress style 'purple'"):
         Part("x", "purple")  # type: ignore[arg-type]
+
+
+def test_a_method_whose_lines_are_code_is_refused_at_registration() -> None:
+    # what 0.1 declared: a function returning rich Text
+    spec = replace(noterag.METHODS["vanilla"], name="toy-code", progress={"toy": lambda e: "x"})
+    with pytest.raises(MethodError, match=r"toy-code: progress\['toy'\] must be a .*Line"):
+        register(spec)
+    assert "toy-code" not in noterag.METHODS
+    for bad in ({"toy": "text"}, {"toy": [Line("a"), "b"]}):
+        with pytest.raises(TypeError, match="progress\\['toy'\\]"):
+            check_shape(bad)
 
 
 def test_fields_of_another_shape_show_as_the_generic_line() -> None:

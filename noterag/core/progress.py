@@ -194,11 +194,27 @@ def lines(declared: Lines, event: Mapping[str, Any]) -> list[Shown]:
     return found
 
 
+def check_shape(declared: Any) -> None:
+    """Raise TypeError, naming the event type, unless ``declared`` maps event types to a
+    ``Line`` or a sequence of them (a function returning rich ``Text``, what 0.1 declared,
+    would otherwise show every event as its generic line)."""
+    if not isinstance(declared, Mapping):
+        raise TypeError(f"progress must map event types to lines, not {type(declared).__name__}")
+    for kind, found in declared.items():
+        many = isinstance(found, Sequence) and not isinstance(found, str)
+        if not isinstance(found, Line) and not (many and all(isinstance(x, Line) for x in found)):
+            raise TypeError(
+                f"progress[{kind!r}] must be a noterag.core.progress.Line or a sequence of them, "
+                f"not {type(found).__name__}"
+            )
+
+
 def check(declared: Declared) -> None:
     """Compile every template and condition of a declaration, so that a typo fails in the tests
     (tests/test_progress_lines.py) rather than on the event's first appearance in a run."""
     import jinja2
 
+    check_shape(declared)
     for kind, found in declared.items():
         for each in [found] if isinstance(found, Line) else found:
             try:

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from noterag.base.errors import ConfigError
-from noterag.core.spec import MethodSpec, reads_note
+from noterag.core.progress import check_shape
+from noterag.core.spec import MethodError, MethodSpec, reads_note
 from noterag.graphs.assemble import build
 
 # The four note methods first, in the order `noterag methods` lists them; then every other
@@ -76,7 +77,12 @@ class Registry(Mapping[str, MethodSpec]):
         return name in self._specs
 
     def register(self, spec: MethodSpec, *, replace: bool = False) -> MethodSpec:
-        """Add a method; a name already taken is refused unless ``replace``."""
+        """Add a method; a name already taken is refused unless ``replace``, and so is a
+        declaration whose progress lines are not data (``noterag.core.progress``)."""
+        try:
+            check_shape(spec.progress)
+        except TypeError as exc:
+            raise MethodError(f"{spec.name}: {exc}") from None
         self._load()
         with self._lock:
             if spec.name in self._specs and not replace:
