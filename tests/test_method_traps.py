@@ -135,13 +135,8 @@ def test_a_run_whose_layout_draws_every_passage_lists_none_again() -> None:
     assert run["passage_ids"] and 'id="other-retrievals"' not in render_html(run)
 
 
-def test_a_run_file_written_before_the_rename_still_shows_its_passage_text() -> None:
-    run = record(graph_of("vanilla", scripted("vanilla")), QUESTION, method="vanilla")
-    old = {k: v for k, v in run.items() if k not in ("retrieved_passages", "searches")}
-    old["retrieved"] = run["retrieved_passages"]
-    page = render_html(old)
-    assert all(html.escape(p["text"], quote=False) in page for p in old["retrieved"])
-    # Self-RAG's ``retrieved`` is its retrieval decision, not passages: its rows render
+def test_self_rags_retrieved_is_its_decision_and_its_rows_render() -> None:
+    # Self-RAG's ``retrieved`` output is its retrieval decision, not passages
     row = {"question": QUESTION, "answer": "x", "method": "self-rag", "retrieved": True}
     assert drawn_ids(render_html(row | {"passage_ids": ["p1"]})) == {"p1"}
 

@@ -11,8 +11,7 @@ A run is the final state of a graph plus what only the stream shows, recorded by
 with its text: the output state keeps only ids), ``searches`` (each search's query, k and
 passage ids), ``events`` (the custom progress events, e.g. Amber's reviewer/challenger/refiner
 replies), ``method`` and ``elapsed_s``. An eval results.jsonl row carries the trace and costs
-but no passage text; its passages show by id. (A run noterag 0.1 wrote keeps the passages under
-``retrieved``; they render alike.)
+but no passage text; its passages show by id.
 
 The page is one file with inline CSS, no script, no external resource, and a Content Security
 Policy that forbids both; every value from the run is escaped (passage text is hostile input).
@@ -422,11 +421,8 @@ def render_html(run: Mapping[str, Any], layout: Layout | None = None) -> str:
 
 
 def recorded_passages(run: Mapping[str, Any]) -> list[Any]:
-    """The passages a run recorded with their text (``retrieved_passages``; ``retrieved`` in a
-    run noterag 0.1 wrote, where it is a list: Self-RAG's ``retrieved`` is its decision)."""
+    """The passages a run recorded with their text (``retrieved_passages``)."""
     found = run.get("retrieved_passages")
-    if found is None and isinstance(run.get("retrieved"), list):
-        found = run["retrieved"]
     return found if isinstance(found, list) else []
 
 
