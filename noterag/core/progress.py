@@ -167,7 +167,8 @@ def line(declared: Line, fields: Mapping[str, Any]) -> Shown:
     segments = []
     for part in declared.parts:
         if _holds(part.when, fields):
-            text = _template(part.text).render(fields)
+            # a text without a tag is itself: no template compiled for it
+            text = _template(part.text).render(fields) if "{" in part.text else part.text
             if text:
                 segments.append((text, part.style))
     style = declared.style
