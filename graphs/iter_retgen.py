@@ -36,7 +36,7 @@ from rich.text import Text
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import MOST_STEPS, RunContext
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import Profile
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
@@ -100,7 +100,9 @@ class IterRetGenState(IterRetGenOutput, total=False):
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     for step in (retrieve, generate, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node("stop_check", stop_check(iter_retgen_stop, deps, go_on="generate"))
+    check = Decision(iter_retgen_stop, go_on="generate")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "stop_check")
     graph.add_edge("generate", "retrieve")

@@ -59,6 +59,8 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("review", node(review, deps, then=decide))
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "init_note")
+    graph.add_conditional_edges("init_note", decide.route, decide.routes)
     graph.add_edge("refine_query", "accumulate")
     graph.add_edge("accumulate", "review")
+    graph.add_conditional_edges("review", decide.route, decide.routes)
     graph.add_edge("answer", END)

@@ -34,7 +34,7 @@ from langgraph.graph import END, StateGraph
 from rich.text import Text
 
 from noterag.core.context import MOST_STEPS, RunContext
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import Profile
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, merge_unique
@@ -103,7 +103,9 @@ ROLES = ("reason", "answer")
 def wire(graph: StateGraph, deps: Deps) -> None:
     for step in (reason, act, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node("stop_check", stop_check(react_stop, deps, go_on="reason"))
+    check = Decision(react_stop, go_on="reason")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_edge("question", "reason")
     graph.add_edge("reason", "act")
     graph.add_edge("act", "stop_check")

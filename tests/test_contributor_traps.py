@@ -26,7 +26,7 @@ import pytest
 from langgraph.graph import END, StateGraph
 
 from noterag.core.context import RunContext
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.prompt import AnswerPrompts, Prompt
 from noterag.core.spec import Deps, MethodError, MethodSpec
 from noterag.core.state import ChatFields, CostFields, NoteOutput, NoteState
@@ -319,7 +319,9 @@ def look_again(state: Any, ctx: Any, profile: Any) -> str | None:
 
 def deciding_wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("look", node(look, deps))
-    graph.add_node("stop_check", stop_check(look_again, deps, go_on="look", stop=END))
+    check = Decision(look_again, go_on="look", stop=END)
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_edge("question", "look")
     graph.add_edge("look", "stop_check")
 

@@ -137,10 +137,11 @@ class Deps:
     # the keys of ``config["configurable"]`` that are theirs, not a misspelt setting
     config_keys: frozenset[str] = frozenset()
     _quiet: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # the method's stop rules (MethodSpec.stops): a step deciding by another is refused when
+    # the graph is built (noterag.core.step.node); None: not checked (Deps built by hand)
+    stops: tuple[StopRule, ...] | None = None
     # (stage, stream) -> the model model_for gave (a stage without a role raises every time)
     _for: dict[tuple[str, bool], Any] = field(default_factory=dict, repr=False, compare=False)
-    # the Env of each run under way, by its writer's id (noterag.core.step.node)
-    _envs: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def profile(self, ctx: Any, state: Mapping[str, Any]) -> Profile:
         """This run's profile strategies: the context's profile for this method, the run's task
@@ -203,7 +204,7 @@ class MethodSpec:
     wire: Callable[[StateGraph[Any, Any, Any, Any], Deps], None]
     stage_roles: Mapping[str, str] = field(default_factory=dict)
     # its stop rules, each applied by a Decision its wiring sets up (noterag.core.decision): building
-    # the graph refuses a deciding step whose rule is not one of these
+    # the graph refuses a deciding step whose rule is not one of these (noterag.core.step.node)
     stops: tuple[StopRule, ...] = ()
     # the state field of the queries it searched with (an eval row's "queries"); None: it keeps
     # no query log
@@ -302,6 +303,7 @@ class MethodSpec:
             # every method's question step rewrites follow-ups with its own role (noterag.core.question)
             roles=(*self.roles, CONDENSE_ROLE) if self.roles else (),
             config_keys=config_keys,
+            stops=self.stops,
         )
 
 
