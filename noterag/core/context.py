@@ -469,7 +469,7 @@ def with_configurable(
 # configurable keys of the LangGraph server's own (a per-assistant model and index) that are
 # close to a setting's name (self-rag's mode) without being one
 SERVER_KEYS = frozenset({"model", "index"})
-# LangGraph's own configurable keys (and the server's), beside the "__pregel_..." ones
+# LangGraph's own configurable keys (and the server's), beside its internal "__"-prefixed ones
 LANGGRAPH_KEYS = frozenset(
     {"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "user_id", "run_id",
      "graph_id", "assistant_id", "cron_id"}

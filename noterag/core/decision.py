@@ -24,13 +24,13 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.runtime import get_runtime
 from typing_extensions import TypedDict
 
 from noterag.core.profiles import Profile
 from noterag.core.spec import Deps, MethodError, StopRule
-from noterag.core.step import check_declared_stop, run_context
+from noterag.core.step import both_ways, check_declared_stop, run_context
 
 
 class Stopped(TypedDict, total=False):
@@ -121,7 +121,7 @@ class Decision:
         return self.rule.__name__ if state.get("stop_reason") else self.go_on
 
 
-def stop_check(decision: Decision, deps: Deps) -> Any:
+def stop_check(decision: Decision, deps: Deps) -> Runnable:
     """The graph step that applies ``decision`` where the algorithm box tests it apart from any
     step; the wiring adds it as the node ``stop_check`` and draws its route::
 
@@ -131,10 +131,13 @@ def stop_check(decision: Decision, deps: Deps) -> Any:
     """
     check_declared_stop(deps, "stop_check", decision.rule)
 
-    def stop_check(
-        state: dict[str, Any], config: RunnableConfig, runtime: Runtime
-    ) -> dict[str, Any]:
-        ctx = run_context(deps.context_schema, runtime.context, config.get("configurable"))
+    def stop_check(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        ctx = run_context(deps.context_schema, get_runtime().context, config.get("configurable"))
         return decision.settle(state, ctx, deps.profile(ctx, state))
 
-    return stop_check
+    async def astop_check(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return stop_check(state, config)
+
+    # a Runnable with an async body: it only computes, so under ainvoke it runs on the event
+    # loop (LangGraph runs a plain sync function node in a worker thread there)
+    return both_ways(stop_check, astop_check, name="stop_check")

@@ -248,9 +248,18 @@ def run_context(schema: type[RunContext], given: Any, configurable: Any = None) 
     """The run's settings: ``given`` (the runtime's context: None, a dict or the dataclass)
     resolved against ``schema``, with the settings given as ``config["configurable"]`` beneath
     it (``with_configurable``). An invalid context or setting raises here, naming it."""
-    if not configured(schema, configurable) and isinstance(given, schema):
-        return given
+    if not configured(schema, configurable):
+        if isinstance(given, schema):  # LangGraph turned a dict context into the dataclass
+            return given
+        if given is None:
+            return defaults(schema)
     return resolve_context(schema, with_configurable(schema, given, configurable))
+
+
+@functools.cache  # one per settings class: a run without a context reads the defaults
+def defaults(schema: type[RunContext]) -> RunContext:
+    """``schema``'s default settings (steps only read their context, so runs share one)."""
+    return schema()
 
 
 def env_of(deps: Deps, state: Mapping[str, Any], config: RunnableConfig) -> Env:
