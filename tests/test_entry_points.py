@@ -41,6 +41,7 @@ from pydantic import PrivateAttr
 
 import noterag
 from noterag.base.errors import ConfigError
+from noterag.graphs.self_rag import self_rag_reply
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
@@ -340,6 +341,12 @@ def test_every_entry_point_gives_invokes_answer_after_the_same_calls(
 # --------------------------------------------------------------------------- plain ChatOpenAI
 
 
+# Self-RAG's prompt (prompts/self_rag.py, the authors' PROMPT_DICT; a passage follows it): no
+# other method's holds it; the endpoint answers it as a Self-RAG model would (graphs/self_rag.py's
+# stand-in)
+SELF_RAG_RESPONSE = "\n\n### Response:\n"
+
+
 class PromptSeeded(SimModel):
     """The simulated endpoint with replies that depend on the prompt alone (its generator seeded
     from the prompt for each reply), so two runs get the same replies whatever the order of the
@@ -355,6 +362,8 @@ class PromptSeeded(SimModel):
             self._rng.seed(prompt)
             stage, text = super().reply(prompt)
             self.stages[stage] += 1
+        if SELF_RAG_RESPONSE in prompt:
+            text = self_rag_reply("generate", text)
         return stage, text
 
 
@@ -406,3 +415,112 @@ def test_a_plain_chat_openai_through_every_entry_point(
     assert run(entry, sim_graph(method, url, entry), small(method)) == answer
     copies = BATCH if entry in ("batch", "abatch") else 1
     assert sim.stages == Counter({stage: n * copies for stage, n in stages.items()})
+
+
+# --------------------------------------------------------------------------- the LangGraph server
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, str, Path, PromptSeeded]]:
+    """``langgraph dev`` over langgraph.json with a simulated endpoint as every method's model
+    and the bundled sample index: its URL, the endpoint's URL, the index and the endpoint."""
+    from devserver import serve
+    from noterag.retrievers.sample import sample_index
+
+    model = PromptSeeded()
+    server = make_server(model)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sim_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    cache = tmp_path_factory.mktemp("cache")
+    dev = serve(
+        tmp_path_factory,
+        {
+            "NOTERAG_MODEL": f"openai:sim@{sim_url}",
+            "NOTERAG_SKIP_MODEL_CHECK": "1",
+            "NOTERAG_CACHE": str(cache),
+        },
+    )
+    try:
+        yield next(dev), sim_url, sample_index(cache), model
+    finally:
+        dev.close()
+        server.shutdown()
+
+
+# every stream mode a run of the server takes (langgraph-api's RunCreate schema), "events"
+# (astream_events v2) among them; its older "messages" (whole messages so far) is left out:
+# asked with "messages-tuple" (LangGraph's "messages"), a run streams the tuples only
+SERVER_MODES = (
+    "values", "updates", "messages-tuple", "custom", "debug", "tasks", "checkpoints", "events"
+)  # fmt: skip
+
+
+def _server_answers(parts: list[Any], events: bool) -> dict[str, str]:
+    """The answer as each stream mode of one server run delivers it (``parts``: the SDK's
+    StreamParts, each tagged with its mode as ``event``)."""
+    by_mode: dict[str, list[Any]] = {}
+    for part in parts:
+        by_mode.setdefault(part.event.split("|")[0], []).append(part.data)
+    answers = {
+        "values": by_mode["values"][-1]["answer"],
+        "updates": [
+            update["answer"]
+            for chunk in by_mode["updates"]
+            for update in (chunk or {}).values()
+            if isinstance(update, dict) and "answer" in update
+        ][-1],
+        "custom": [e for e in by_mode["custom"] if e.get("type") == "answer"][-1]["answer"],
+        "checkpoints": by_mode["checkpoints"][-1]["values"]["answer"],
+        "debug": [e["payload"] for e in by_mode["debug"] if e["type"] == "checkpoint"][-1][
+            "values"
+        ]["answer"],
+        "tasks": [
+            r["answer"]
+            for r in (dict(e["result"]) for e in by_mode["tasks"] if e.get("result"))
+            if "answer" in r
+        ][-1],
+    }
+    tokens = by_mode["messages"]  # "messages-tuple": (message chunk, metadata)
+    assert tokens, "no token of the answer streamed"
+    for message, meta in tokens:
+        assert meta["langgraph_node"] == "answer", meta["langgraph_node"]
+    answers["messages-tuple"] = "".join(message["content"] for message, _ in tokens)
+    if events:
+        ends = [
+            e for e in by_mode["events"] if e["event"] == "on_chain_end" and not e["parent_ids"]
+        ]
+        assert ends, "no end of the run among its events"
+        answers["events"] = ends[-1]["data"]["output"]["answer"]
+    return answers
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("method", METHODS)
+def test_a_server_run_streams_every_mode_to_invokes_answer(
+    served: tuple[str, str, Path, PromptSeeded], method: str
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    url, sim_url, index, sim = served
+    before = Counter(sim.stages)
+    expected = noterag.build_graph(
+        method, model=f"openai:sim@{sim_url}", retriever=f"bm25:{index}"
+    ).invoke({"question": QUESTION}, context=small(method))["answer"]
+    invoked = Counter(sim.stages) - before
+    client = get_sync_client(url=url, api_key=None, timeout=120)
+    parts = list(
+        client.runs.stream(
+            client.threads.create()["thread_id"],  # a thread: checkpoints to stream
+            method,
+            input={"question": QUESTION},
+            context=small(method),
+            stream_mode=list(SERVER_MODES),
+        )
+    )
+    errors = [part.data for part in parts if part.event == "error"]
+    assert not errors, errors
+    answers = _server_answers(parts, events=True)
+    assert answers == dict.fromkeys(answers, expected)
+    assert Counter(sim.stages) - before - invoked == invoked  # the same model calls
