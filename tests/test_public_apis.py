@@ -2,10 +2,13 @@
 "Public APIs only"), nor of any other dependency (issue 41: Ray, LangGraph's ``__pregel_``
 config keys): a private name of a dependency can change in any patch release.
 
-The package's source is searched (comments and docstrings aside) for the forms such a use
-takes: a private module imported (``langgraph._internal``, ``langchain_core._api``), a class's
-``__mro__`` read, a cached property popped from an object's ``__dict__``, a private method of
-a LangChain base class compared by identity.
+Two searches of the package's source (comments and docstrings aside). Read as Python
+(``ast``, below): a dependency's private module imported or named in a string
+(``langgraph._internal``, ``langchain_core._api``, ``ray._private``), a private name imported
+from one or read through its imported name, LangGraph's ``__pregel_`` config keys. Read as
+tokens: the forms on objects, whose type the source does not say: a class's ``__mro__`` read, a
+cached property popped from an object's ``__dict__``, a private method of a LangChain base
+class compared by identity, LangChain's internals read.
 """
 
 from __future__ import annotations
@@ -21,11 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = ("noterag", "graphs", "nodes", "prompts", "retrievers")
-DEPENDENCIES = r"(?:langgraph|langchain(?:_[a-z]+)?|openai)"
 PRIVATE = {
-    "a private module of a dependency": re.compile(
-        rf"\b{DEPENDENCIES}(?:\.[A-Za-z0-9]+)*\._[A-Za-z]\w*"
-    ),
     "a class's __mro__": re.compile(r"\.__mro__\b"),
     "a cached property popped from __dict__": re.compile(r"__dict__\.pop\s*\("),
     "a private method of a base class compared": re.compile(
@@ -72,8 +71,6 @@ def test_no_private_module_or_attribute_of_a_dependency_is_used() -> None:
 def test_the_search_finds_each_form() -> None:
     # the patterns catch what they are for (else the test above could never fail)
     samples = {
-        "from langgraph._internal._runnable import RunnableCallable": 1,
-        "from langchain_core._api.beta_decorator import x": 1,
         "openai.DefaultHttpxClient.__mro__[1]": 1,
         'copy.__dict__.pop("_serialized", None)': 2,  # the pop, and the name
         "type(r)._aget_relevant_documents is BaseRetriever._aget_relevant_documents": 3,
@@ -147,11 +144,39 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
+def _imported(tree: ast.AST) -> dict[str, str]:
+    """The names a module binds by importing: name -> the dotted path it stands for."""
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                bound[alias.asname or top] = alias.name if alias.asname else top
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return bound
+
+
+def _read_through(node: ast.Attribute, bound: dict[str, str]) -> str | None:
+    """The dotted path an attribute chain on an imported name reads (``algo._x`` after
+    ``import langgraph.pregel as algo``: ``langgraph.pregel._x``), else None."""
+    parts: list[str] = []
+    value: ast.expr = node
+    while isinstance(value, ast.Attribute):
+        parts.append(value.attr)
+        value = value.value
+    if isinstance(value, ast.Name) and value.id in bound:
+        return ".".join([bound[value.id], *reversed(parts)])
+    return None
+
+
 def private_uses(source: str, where: str) -> list[str]:
-    """Each use of a dependency's private module, private name or LangGraph's private config
-    keys in ``source``, as ``where:line: what``."""
+    """Each use of a dependency's private module or attribute, private name or LangGraph's
+    private config keys in ``source``, as ``where:line: what``."""
     tree = ast.parse(source, where)
-    docstrings = _docstrings(tree)
+    docstrings, bound = _docstrings(tree), _imported(tree)
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
@@ -163,6 +188,10 @@ def private_uses(source: str, where: str) -> list[str]:
             elif _dependency(node.module):
                 names = [a.name for a in node.names if _private(a.name)]
                 found += [(line, f"from {node.module} import {name}") for name in names]
+        elif isinstance(node, ast.Attribute) and id(node) not in inner:  # a chain's end
+            path = _read_through(node, bound)
+            if path is not None and _private_path(path):
+                found.append((line, f"{path} (read through its imported name)"))
         elif (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
@@ -215,6 +244,13 @@ def test_the_scan_reads_each_form_and_names_its_line() -> None:
         'name = f"__pregel_{kind}"',
         "from langgraph.runtime import get_runtime",
         'text = "e.g. the _private folder"',
+        "import langgraph.pregel as pregel",  # 15
+        "import langgraph",
+        "from langchain_core.retrievers import BaseRetriever",
+        "ok = pregel.main.Pregel, self._cache, BaseRetriever.invoke",
+        "private = pregel._algo",  # 19
+        "runtime = langgraph._internal._runnable.RunnableCallable",
+        "same = BaseRetriever._aget_relevant_documents",
     ]
     assert private_uses("\n".join(lines), "m.py") == [
         "m.py:6: import langgraph._internal._runnable",
@@ -224,6 +260,12 @@ def test_the_scan_reads_each_form_and_names_its_line() -> None:
         "m.py:10: '__pregel_runtime'",
         "m.py:11: 'openai._base_client' (a private module's path)",
         "m.py:12: '__pregel_'",
+        "m.py:19: langgraph.pregel._algo (read through its imported name)",
+        "m.py:20: langgraph._internal._runnable.RunnableCallable (read through its imported name)",
+        (
+            "m.py:21: langchain_core.retrievers.BaseRetriever._aget_relevant_documents "
+            "(read through its imported name)"
+        ),
     ]
 
 
