@@ -314,6 +314,16 @@ def invoked(method: str, retriever: str) -> tuple[str, list[tuple[int, list[str]
     return _INVOKED[method, retriever]
 
 
+def test_the_howto_retriever_finds_its_documents() -> None:
+    """The how-to's retriever is searched, and what it finds reaches the prompts (else the
+    matrix above would only run the methods over empty searches)."""
+    graph, model = scripted_graph("vanilla", "howto", None)
+    run("invoke", graph, {})
+    (prompt,) = model.prompts_for("answer")
+    assert HOWTO_DOCUMENTS[-1].page_content in prompt
+    assert "Dogs are great companions" not in prompt
+
+
 # What a method refuses to run on, as one clear error: REPLUG weights each passage by its
 # retrieval score, and the how-to's retriever gives none (Document.metadata["score"]).
 REFUSED = {("replug", "howto"): "weights each passage by its retrieval score"}
@@ -457,7 +467,7 @@ SERVER_MODES = (
 )  # fmt: skip
 
 
-def _server_answers(parts: list[Any], events: bool) -> dict[str, str]:
+def _server_answers(parts: list[Any]) -> dict[str, str]:
     """The answer as each stream mode of one server run delivers it (``parts``: the SDK's
     StreamParts, each tagged with its mode as ``event``)."""
     by_mode: dict[str, list[Any]] = {}
@@ -487,12 +497,9 @@ def _server_answers(parts: list[Any], events: bool) -> dict[str, str]:
     for message, meta in tokens:
         assert meta["langgraph_node"] == "answer", meta["langgraph_node"]
     answers["messages-tuple"] = "".join(message["content"] for message, _ in tokens)
-    if events:
-        ends = [
-            e for e in by_mode["events"] if e["event"] == "on_chain_end" and not e["parent_ids"]
-        ]
-        assert ends, "no end of the run among its events"
-        answers["events"] = ends[-1]["data"]["output"]["answer"]
+    ends = [e for e in by_mode["events"] if e["event"] == "on_chain_end" and not e["parent_ids"]]
+    assert ends, "no end of the run among its events"
+    answers["events"] = ends[-1]["data"]["output"]["answer"]
     return answers
 
 
@@ -508,7 +515,7 @@ def test_a_server_run_streams_every_mode_to_invokes_answer(
     expected = noterag.build_graph(
         method, model=f"openai:sim@{sim_url}", retriever=f"bm25:{index}"
     ).invoke({"question": QUESTION}, context=small(method))["answer"]
-    invoked = Counter(sim.stages) - before
+    calls = Counter(sim.stages) - before
     client = get_sync_client(url=url, api_key=None, timeout=120)
     parts = list(
         client.runs.stream(
@@ -521,6 +528,6 @@ def test_a_server_run_streams_every_mode_to_invokes_answer(
     )
     errors = [part.data for part in parts if part.event == "error"]
     assert not errors, errors
-    answers = _server_answers(parts, events=True)
+    answers = _server_answers(parts)
     assert answers == dict.fromkeys(answers, expected)
-    assert Counter(sim.stages) - before - invoked == invoked  # the same model calls
+    assert Counter(sim.stages) - before - calls == calls  # the same model calls
