@@ -119,6 +119,7 @@ def main() -> None:
             ("method_ms_per_call", "noterag ms/call", ".3f"),
             ("graph_loop_ms_per_call", "same-graph loop", ".3f"),
             ("graph_ratio", "own code (target deepnote <= 1.15x)", ".3f"),
+            ("runnables_ratio", "inside its nodes", ".3f"),
             ("loop_ms_per_call", "bare loop", ".3f"),
             ("ratio", "over bare loop", ".3f"),
         ],
