@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
+from noterag.core.checks import check_method
 from noterag.core.policy import ServerPolicy, check_run_settings
 from noterag.core.question import question_step
 from noterag.core.retry import SEARCH_RETRY, searches
@@ -66,6 +67,7 @@ def build(
     graph.add_node("question", cast(Any, question_step(spec.state, deps, CONDENSE, ROLE_PREFIX)))
     graph.add_edge(START, "question")
     spec.wire(graph, deps)
+    check_method(spec, graph)  # a contributor's mistakes, before any model call (noterag.core.checks)
     wire_decisions(graph, spec)
     wire_answer_review(graph, deps)
     wire_retries(graph)
