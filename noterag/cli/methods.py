@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from noterag.cli.method_help import setting_meaning
 from noterag.cli.options import known_method
 from noterag.registry.methods import METHODS
 
@@ -58,6 +59,6 @@ def methods_command(
             if f.name == "prompts":  # set with --prompt
                 continue
             default = "" if f.default is MISSING else repr(f.default)
-            table.add_row(f"  {f.name}", default, f.metadata.get("description", ""))
+            table.add_row(f"  {f.name}", default, setting_meaning(spec, f))
         console.print(table)
         console.print()
