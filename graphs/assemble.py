@@ -67,7 +67,7 @@ def build(
     graph.add_node("question", cast(Any, question_step(spec.state, deps, CONDENSE, ROLE_PREFIX)))
     graph.add_edge(START, "question")
     spec.wire(graph, deps)
-    check_method(spec, graph)  # a contributor's mistakes, before any model call (noterag.core.checks)
+    check_method(spec, graph)  # a contributor's mistakes, before any call (noterag.core.checks)
     wire_decisions(graph, spec)
     wire_answer_review(graph, deps)
     wire_retries(graph)

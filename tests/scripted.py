@@ -10,6 +10,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -260,6 +261,37 @@ class FreshRetriever(BaseRetriever):
     def searched_after_a_reply(self) -> bool:
         """Whether a search after the model's first reply found passages."""
         return any(calls > 0 and found > 0 for _, calls, found in self.log)
+
+
+def loops(spec: Any) -> bool:
+    """Whether the method may search again after a model's reply: it retrieves and has a loop."""
+    names = {f.name for f in fields(spec.context)}
+    return spec.retrieves and ("max_steps" in names or "steps" in spec.output_keys)
+
+
+def search_path_taken(spec: Any, corpus: list[dict[str, str]]) -> FreshRetriever:
+    """A run of the method ``spec`` (a ``MethodSpec``) with a stand-in answering "ok" but for its
+    declared search script, over a retriever that finds new passages of ``corpus`` for any
+    query: its searches, logged (``FreshRetriever.searched_after_a_reply``)."""
+    import noterag
+
+    model = ScriptedModel(stand_in=spec.stand_in, script=dict(spec.search_script.replies))
+    retriever = FreshRetriever(passages=corpus, model=model)
+    graph = noterag.build_graph(spec, model=model, retriever=retriever)
+    names = {f.name for f in fields(spec.context)}
+    context = ({"max_steps": 2} if "max_steps" in names else {}) | dict(spec.search_script.settings)
+    graph.invoke({"question": QUESTION}, context=context)
+    return retriever
+
+
+def no_search_path(spec: Any) -> str:
+    """What the generic tests say of a looping method whose stand-in run never searched after a
+    reply: every step that reads a later search's passages went untested."""
+    return (
+        f"{spec.name}: with its search script its run never searched after a model's reply, so "
+        f"the generic tests never ran its search path; declare MethodSpec.search_script with the "
+        f'reply that makes it search (docs/methods.md, "Adding a method")'
+    )
 
 
 class RecordingRetriever(KeywordRetriever):

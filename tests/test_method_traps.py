@@ -40,11 +40,13 @@ from noterag.trace.page import RECORDED, load_run, record, render_html
 from scripted import (
     QUESTION,
     VELMORA_ROWS,
-    FreshRetriever,
     KeywordRetriever,
     ScriptedModel,
     cli,
+    loops,
+    no_search_path,
     passages,
+    search_path_taken,
     use_model,
     velmora_index,
 )
@@ -53,6 +55,8 @@ CORPUS = passages(*VELMORA_ROWS)
 METHODS = list(noterag.METHODS)
 # a question (a method may search only a reply that asks one) naming what the passages do
 SEARCHING = "Who was Aurelio Fenwick of the Velmora Bridge?"
+
+
 def settings(method: str) -> dict[str, Any]:
     """Two iterations where the method has a loop, and the settings its search script needs."""
     spec = noterag.METHODS[method]
@@ -78,38 +82,10 @@ def drawn_ids(page: str) -> set[str]:
 # --- 0. every method's search path runs in these tests -----------------------------------------
 
 
-def loops(spec: MethodSpec) -> bool:
-    """Whether the method may search again after a model's reply: it retrieves and has a loop."""
-    names = {f.name for f in fields(spec.context)}
-    return spec.retrieves and ("max_steps" in names or "steps" in spec.output_keys)
-
-
-def search_path_taken(spec: MethodSpec, graph_of: Any = None) -> FreshRetriever:
-    """A run of ``spec`` with a stand-in answering "ok" but for its declared search script,
-    over a retriever that finds new passages for any query: its searches, logged."""
-    model = ScriptedModel(stand_in=spec.stand_in, script=dict(spec.search_script.replies))
-    retriever = FreshRetriever(passages=CORPUS, model=model)
-    graph = (graph_of or noterag.build_graph)(spec, model=model, retriever=retriever)
-    names = {f.name for f in fields(spec.context)}
-    context = ({"max_steps": 2} if "max_steps" in names else {}) | dict(spec.search_script.settings)
-    graph.invoke({"question": QUESTION}, context=context)
-    return retriever
-
-
-def no_search_path(spec: MethodSpec) -> str:
-    """What the generic tests say of a looping method whose stand-in run never searched after a
-    reply: every step that reads a later search's passages went untested."""
-    return (
-        f"{spec.name}: with its search script its run never searched after a model's reply, so "
-        f"the generic tests never ran its search path; declare MethodSpec.search_script with the "
-        f"reply that makes it search (docs/methods.md, \"Adding a method\")"
-    )
-
-
 @pytest.mark.parametrize("method", [m for m in METHODS if loops(noterag.METHODS[m])])
 def test_every_looping_method_searches_after_a_reply_with_its_search_script(method: str) -> None:
     spec = noterag.METHODS[method]
-    assert search_path_taken(spec).searched_after_a_reply(), no_search_path(spec)
+    assert search_path_taken(spec, CORPUS).searched_after_a_reply(), no_search_path(spec)
 
 
 # --- 1. the trace page shows every retrieved passage ----------------------------------------

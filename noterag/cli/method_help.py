@@ -45,6 +45,12 @@ SAMPLING = {
     "top_p": "Nucleus sampling top_p",
     "max_tokens": "Cap on tokens per model reply",
 }
+PROFILE_NOTES = {
+    "paper": "the printed paper's method",
+    "official": "reproduces the official code: the configuration that produced the published "
+    "numbers",
+    "original": "the baseline as its own paper and code ran it (docs/deviations.md)",
+}
 OWN = "the model's own"  # an unset sampling setting
 # what each task's answer is, for a method's list of the tasks it answers
 TASKS = {
@@ -89,11 +95,10 @@ def setting_meaning(spec: MethodSpec, setting: Field[Any]) -> str:
 
     if setting.name in SAMPLING:
         values = sampling_defaults(spec, setting.name)
-        unset = "; ".join(
-            f"{profile}: {OWN if v is None else v}"
-            for profile, v in values.items()
-        )
+        unset = "; ".join(f"{profile}: {OWN if v is None else v}" for profile, v in values.items())
         return f"{SAMPLING[setting.name]} (None: {unset})."
+    if setting.name == "profile":
+        return "; ".join(f"{p}: {PROFILE_NOTES.get(p, p)}" for p in spec.profiles) + "."
     if setting.name == "task":
         tasks = answerable_tasks(spec)
         if tasks:
