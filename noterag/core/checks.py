@@ -293,11 +293,14 @@ def _targets(node: ast.AST, aliases: Mapping[str, set[str]]) -> set[str]:
 
 def _literal_keys(node: ast.AST) -> frozenset[str] | None:
     """The keys of a dict literal whose keys are all strings, else None."""
-    if isinstance(node, ast.Dict) and all(
-        isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys
-    ):
-        return frozenset(k.value for k in node.keys if isinstance(k, ast.Constant))
-    return None
+    if not isinstance(node, ast.Dict):
+        return None
+    keys = [k.value if isinstance(k, ast.Constant) else None for k in node.keys]
+    return (
+        frozenset(k for k in keys if isinstance(k, str))
+        if all(isinstance(k, str) for k in keys)
+        else None
+    )
 
 
 def _filled(
