@@ -141,8 +141,9 @@ def _named_prompts(prompt_set: Any) -> dict[str, Prompt]:
     return found
 
 
-# the packages whose functions a wiring names that may render a method's prompts
-_READ = ("noterag.nodes", "noterag.graphs")
+# the packages whose functions a wiring names that render no method's prompt: the engine's
+# (node, stop_check), LangGraph's and LangChain's, the standard library's
+_NOT_READ = ("noterag.core", "noterag.base", "langgraph", "langchain", "typing", "functools")
 
 
 @functools.cache
@@ -171,7 +172,7 @@ def _prompt_renders(wire: Callable[..., Any]) -> Iterator[Render]:
         for name in (*_named(tree, func), *_captured(func)):
             if isinstance(name, types.FunctionType) and (
                 name.__module__ == func.__module__
-                or (func is wire and name.__module__.startswith(_READ))
+                or (func is wire and not name.__module__.startswith(_NOT_READ))
             ):
                 todo.append(name)
 
