@@ -63,7 +63,7 @@ from noterag.base.errors import ConfigError
 from noterag.core.context import setting
 from noterag.core.decision import Decision, single_pass, stop_check
 from noterag.core.profiles import Profile
-from noterag.core.spec import Deps, MethodSpec
+from noterag.core.spec import Deps, MethodSpec, SearchScript
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
@@ -286,6 +286,14 @@ SPEC = AdaptiveRAGSpec(
     trace_view=TRACE_VIEW,
     progress={"complexity": complexity_line, "thought": thought_line},
     paper_profile=GREEDY,
+    # a stand-in classifies the question multi-step (C): IRCoT searches for each reasoning
+    # sentence until one says the answer
+    search_script=SearchScript(
+        {
+            "classify": "C",
+            "reason": ["The bridge was designed by an architect.", "So the answer is: 1871."],
+        }
+    ),
 )
 
 build = builder(SPEC)

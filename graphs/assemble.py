@@ -21,6 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from noterag.core.checks import check_method
 from noterag.core.policy import ServerPolicy, check_run_settings
 from noterag.core.question import question_step
 from noterag.core.retry import SEARCH_RETRY
@@ -69,6 +70,7 @@ def build(
     )
     add_question(graph, deps)
     spec.wire(graph, deps)
+    check_method(spec, graph)  # a contributor's mistakes, before any call (noterag.core.checks)
     check_routes(graph, spec)
     add_answer_review(graph, deps)
     add_search_retries(graph)

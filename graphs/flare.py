@@ -77,7 +77,7 @@ from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext, setting
 from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import PAPER, Profile
-from noterag.core.spec import Deps, MethodSpec
+from noterag.core.spec import Deps, MethodSpec, SearchScript
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
@@ -303,6 +303,8 @@ SPEC = MethodSpec(
     progress={"passages": passages_line, "look_ahead": look_ahead_line, "sentence": sentence_line},
     # the original's temperature (openai.sh: temperature=0)
     paper_profile=replace(PAPER, sampling={"temperature": 0.0}),
+    # a stand-in's tokens are all certain: at θ = 1 each look-ahead still triggers retrieval
+    search_script=SearchScript(settings={"threshold": 1.0}),
 )
 
 build = builder(SPEC)

@@ -22,12 +22,17 @@ from langgraph.graph import END, StateGraph
 
 from noterag.core.decision import Decision
 from noterag.core.profiles import Profile
-from noterag.core.spec import Deps
+from noterag.core.spec import Deps, SearchScript
 from noterag.core.step import node
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import accumulate, init_note, refine_query, review
 
 ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
+# a stand-in's refine_query reply that asks new questions (the paper profile reads numbered
+# ones): the loop searches for them and accumulates what it finds (MethodSpec.search_script)
+SEARCH_SCRIPT = SearchScript(
+    {"refine_query": "1. When was the architect born?\n2. Where did the architect study?"}
+)
 
 
 def threshold_stop(state: Mapping[str, Any], ctx: Any, profile: Profile) -> str | None:

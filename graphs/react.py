@@ -36,7 +36,7 @@ from rich.text import Text
 from noterag.core.context import MOST_STEPS, RunContext
 from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import Profile
-from noterag.core.spec import Deps, MethodSpec
+from noterag.core.spec import Deps, MethodSpec, SearchScript
 from noterag.core.state import ChatFields, CostFields, merge_unique
 from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
@@ -159,6 +159,15 @@ SPEC = MethodSpec(
     result_fields=("finished", "steps"),
     trace_view="generic",
     progress={"thought": _thought_line, "observation": _observation_line},
+    # a stand-in's thoughts that search twice (its default reply takes no action)
+    search_script=SearchScript(
+        {
+            "reason": [
+                " Search it.\nAction 1: Search[Velmora Bridge]",
+                " Then him.\nAction 2: Search[Aurelio Fenwick]",
+            ]
+        }
+    ),
 )
 
 build = builder(SPEC)

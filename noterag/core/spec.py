@@ -186,6 +186,23 @@ class Deps:
         return self._quiet[role]
 
 
+@dataclass(frozen=True)
+class SearchScript:
+    """What makes a stand-in model's run of a method take its search path: search again after a
+    model's reply, and read what that search found. The generic tests (tests/test_method_traps.py)
+    run every method with its script and fail when a looping method never searches after a
+    reply; bench/method_costs.py's scripted stand-in replies with it too. The stages it does not
+    name get the stand-in's default reply ("ok"), which asks no follow-up question."""
+
+    # stage -> its reply (a string, or a list given in turn, the last one repeated): the shape
+    # that makes the method search ("Follow up: ...", "1. <a question>", "Search[...]"), whatever
+    # the corpus
+    replies: Mapping[str, Any] = field(default_factory=dict)
+    # run settings it also needs (FLARE searches on an uncertain token: threshold=1.0 makes every
+    # token of a stand-in's certain reply one)
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, kw_only=True)
 class MethodSpec:
     """Everything noterag needs to know about one method."""
@@ -232,6 +249,10 @@ class MethodSpec:
     # (the generic contract tests' scripted one) shapes its replies with it; None: any chat
     # model will do
     stand_in: Callable[[str, str], str] | None = None
+    # the replies (and settings) that make a stand-in model's run search after a reply: what the
+    # generic tests run the method with (SearchScript). Empty: the default reply already does,
+    # or the method searches only before its first call
+    search_script: SearchScript = field(default_factory=SearchScript)
 
     @property
     def profiles(self) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from noterag.core.context import MOST_STEPS, RunContext, setting
 from noterag.core.decision import Decision, stop_check
-from noterag.core.spec import Deps, MethodSpec
+from noterag.core.spec import Deps, MethodSpec, SearchScript
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
@@ -92,6 +92,9 @@ SPEC = MethodSpec(
     queries="follow_ups",
     trace_view="generic",
     progress={"follow_up": lambda event: Text(f"follow-up: {event['question']}")},
+    # the reply that makes a stand-in model's run search (the generic tests' default, "ok", asks
+    # no follow-up question)
+    search_script=SearchScript({"follow_up": "When was the architect born?"}),
 )
 
 build = builder(SPEC)
