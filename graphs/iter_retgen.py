@@ -44,6 +44,7 @@ from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.iter_retgen import answer, generate
 from noterag.nodes.retrieve import retrieve
+from noterag.prompts import flashrag
 from noterag.prompts import iter_retgen as prompts
 
 
@@ -152,7 +153,10 @@ SPEC = MethodSpec(
     output=IterRetGenOutput,
     roles=("generator",),
     stage_roles={"generate": "generator", "answer": "generator"},
-    prompts={"paper": prompts.PAPER},
+    prompts={
+        "paper": prompts.PAPER,
+        "flashrag": flashrag.ITER_RETGEN,
+    },  # ReSP Table 2: FlashRAG's run
     wire=wire,
     result_fields=("generations",),
     trace_view=TRACE_VIEW,
