@@ -58,11 +58,11 @@ def base_template() -> tuple[str, str]:
     for cls in tree.body:
         if isinstance(cls, ast.ClassDef) and cls.name == "PromptTemplate":
             for statement in cls.body:
-                if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-                    target = statement.targets[0]
-                    if isinstance(target, ast.Name):
-                        if target.id in ("base_system_prompt", "base_user_prompt"):
-                            values[target.id] = ast.literal_eval(statement.value)
+                if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+                    continue
+                target = statement.targets[0]
+                if isinstance(target, ast.Name) and target.id.startswith("base_"):
+                    values[target.id] = ast.literal_eval(statement.value)
     return values["base_system_prompt"], values["base_user_prompt"]
 
 

@@ -57,7 +57,8 @@ def _flashrag_function(file: str, name: str, cls: str | None = None) -> Any:
         body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls).body
     function = next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
     namespace: dict[str, Any] = {"re": re, "string": string, "Counter": Counter}
-    exec(compile(ast.Module([function], []), file, "exec"), namespace)
+    # FlashRAG's own function, to compare with: the vendored text, checked byte for byte above
+    exec(compile(ast.Module([function], []), file, "exec"), namespace)  # noqa: S102
     return namespace[name]
 
 
@@ -107,11 +108,11 @@ def test_the_prompts_are_flashrags_strings() -> None:
         "output any other words.\nThe following are given documents.\n\n{reference}"
     )
     assert user == "Question: {question}"
-    assert prompts.zero_shot_template() == (
+    naive = (
         "Answer the question based on your own knowledge. Only give me the answer and do not "
-        "output any other words.",
-        "Question: {question}",
+        "output any other words."
     )
+    assert prompts.zero_shot_template() == (naive, "Question: {question}")
 
 
 def _flashrag_format_reference(docs: list[dict[str, str]]) -> str:
