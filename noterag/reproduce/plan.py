@@ -245,7 +245,7 @@ def make_plan(
                     value,
                     published_value(value),
                     name,
-                    column.not_comparable,
+                    table.not_comparable(printed, column),
                     unscored,
                 )
             )

@@ -193,6 +193,12 @@ class Row(_Strict):
         default_factory=list, description="inputs the user must give (e.g. a DPO-trained model)"
     )
     skip: str | None = Field(None, description="why noterag cannot run this row, if it cannot")
+    not_comparable: dict[str, str] = Field(
+        default_factory=dict,
+        description="cells of this row whose printed value no run here reproduces, with why: "
+        "'<dataset>.<metric>' (or '*' for every cell of the row) -> the reason; shown like a "
+        "column's not_comparable (never starred, no Δ)",
+    )
     values: list[str | None] = Field(description="one per column, exactly as printed")
     note: str = Field("", description="what a reader of the row should know")
 
@@ -200,6 +206,11 @@ class Row(_Strict):
     def _kind(self) -> Row:
         if self.kind == "derived" and self.method is not None:
             raise ValueError(f"row {self.id!r}: a derived row names no method")
+        for key in self.not_comparable:
+            if key != "*" and not re.fullmatch(r"[\w-]+\.\w+", key):
+                raise ValueError(
+                    f"row {self.id!r}: not_comparable key {key!r} is not '<dataset>.<metric>' or '*'"
+                )
         unknown = sorted(set(self.requires) - REQUIREMENTS.keys())
         if unknown:
             raise ValueError(
@@ -237,6 +248,10 @@ class Table(_Strict):
             if row.dataset is not None and row.dataset not in self.datasets:
                 raise ValueError(f"row {row.id!r}: unknown dataset {row.dataset!r}")
             columns = self.row_columns(row)
+            keys = {f"{c.dataset}.{c.metric}" for c in columns} | {"*"}
+            stray = sorted(set(row.not_comparable) - keys)
+            if stray:
+                raise ValueError(f"row {row.id!r}: not_comparable names no cell of it: {stray}")
             if len(row.values) != len(columns):
                 raise ValueError(
                     f"row {row.id!r}: {len(row.values)} values for {len(columns)} columns"
@@ -255,6 +270,17 @@ class Table(_Strict):
         row = next(r for r in self.rows if r.id == row_id)
         twins = sum(1 for r in self.rows if r.label == row.label)
         return f"{row.section}: {row.label}" if twins > 1 and row.section else row.label
+
+    def not_comparable(self, row: Row, column: Column) -> str | None:
+        """Why ``row``'s cell in ``column`` cannot be compared with ours: the column's reason
+        and the row's for that cell (or for every cell), joined; None: comparable."""
+        reasons = [
+            column.not_comparable,
+            row.not_comparable.get("*"),
+            row.not_comparable.get(f"{column.dataset}.{column.metric}"),
+        ]
+        found = [r for r in reasons if r]
+        return "; ".join(found) if found else None
 
     def cells(self, row: Row) -> list[tuple[Column, str | None]]:
         """``row``'s published cells, each with its column."""
