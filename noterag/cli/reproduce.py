@@ -4,6 +4,7 @@ published numbers (``noterag.reproduce``; docs/reproduce.md)."""
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -30,6 +31,9 @@ from noterag.cli.options import (
     model_settings,
 )
 from noterag.cli.render import stderr_console
+
+# --index-type's choices (noterag.reproduce.plan.INDEX_TYPES)
+IndexType = Enum("IndexType", {"exact": "exact", "ivfpq": "ivfpq"}, type=str)  # type: ignore[misc]
 
 
 def _names(values: list[str] | None) -> list[str] | None:
@@ -90,6 +94,16 @@ def reproduce_command(
         ),
     ] = None,
     limit: LimitOption = None,
+    index_type: Annotated[
+        IndexType,
+        typer.Option(
+            "--index-type",
+            help="exact: every dense index searched exactly (FAISS flat, as the papers' "
+            "IndexFlatIP; --dry-run prints its memory and build estimate); ivfpq: IVF-PQ "
+            "indexes instead (beside the exact ones, <index>-ivfpq; far less memory, recall@5 "
+            "0.94-0.97 against exact), their cells marked approximate.",
+        ),
+    ] = IndexType.exact,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -150,6 +164,7 @@ def reproduce_command(
             rows=_names(rows),
             backbone=backbone,
             limit=limit,
+            index_type=index_type.value,
         )
         from noterag.reproduce import report
 

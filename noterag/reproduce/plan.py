@@ -84,6 +84,16 @@ class PlannedRun:
     # the number of questions the table's sample says (after --limit), where the file is
     # missing: what the estimate is made with then
     n_questions_table: int | None = None
+    # what produced the published number, per run (--dry-run shows it): the row's backbone, the
+    # decoding every call gets, the index searched, the paper's question sample, the metrics
+    backbone: str | None = None
+    decoding: str = ""
+    index_type: str = ""
+    sample: str = ""
+    metrics: list[str] = field(default_factory=list)
+    # why this run's cells are not the paper's search (an approximate index where it searched
+    # exactly); None: the paper's
+    approximate: str | None = None
 
     @property
     def context(self) -> dict[str, Any]:
@@ -111,6 +121,8 @@ class Cell:
     # never starred, never given a Δ
     not_comparable: str | None = None
     unscored: str | None = None  # why noterag does not compute this metric (UNSCORED_METRICS)
+    # the run's index is approximate where the paper searched exactly (PlannedRun.approximate)
+    approximate: str | None = None
 
 
 @dataclass(frozen=True)
@@ -183,13 +195,21 @@ def make_plan(
     rows: list[str] | None = None,
     backbone: str | None = None,
     limit: int | None = None,
+    index_type: str = "exact",
 ) -> Plan:
     """The plan of ``table``: its runs, skipped rows, missing inputs and cells (see the module).
-    A dataset, row or backbone the table does not have is a ConfigError naming the choices."""
+    A dataset, row or backbone the table does not have is a ConfigError naming the choices.
+    ``index_type``: "exact" (default) searches each dense index exactly (FAISS flat, the papers'
+    ``IndexFlatIP``); "ivfpq" builds and searches IVF-PQ indexes instead (beside the exact
+    ones, ``<index>-ivfpq``), and the cells of those runs are marked approximate."""
     from noterag.eval.loop import model_label
 
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, not {limit}")
+    if index_type not in INDEX_TYPES:
+        raise ConfigError(
+            f"--index-type must be one of {', '.join(INDEX_TYPES)}, not {index_type!r}"
+        )
     backbone = _choose_backbone(table, backbone)
     chosen_datasets = _choose(datasets, list(table.datasets), "dataset", table.id)
     chosen_rows = _choose_rows(table, rows, backbone)
@@ -229,12 +249,15 @@ def make_plan(
                                 dense=row.retrieval == "dense")  # fmt: skip
                 run = runs.get(name)
                 if run is None:
-                    ds = table.datasets[column.dataset]
+                    ds = with_index_type(table.datasets[column.dataset], index_type)
                     run = _planned(
                         name, row, column.dataset, ds, data_dir, out_dir, model_dir, limit
                     )
+                    run = replace(run, backbone=row.backbone or backbone)
                 if row.id not in run.rows:
                     run.rows.append(row.id)
+                if column.metric not in run.metrics:
+                    run.metrics.append(column.metric)
                 runs[name] = run
             cells.append(
                 Cell(
@@ -247,6 +270,7 @@ def make_plan(
                     name,
                     table.not_comparable(printed, column),
                     unscored,
+                    runs[name].approximate if name is not None else None,
                 )
             )
     planned = list(runs.values())
@@ -272,7 +296,9 @@ def make_plan(
             for column, _ in table.cells(row)
             if column.dataset in chosen_datasets
         ),
-        data_needs=[] if data_dir is not None else _data_needs(table, chosen_rows, planned),
+        data_needs=[]
+        if data_dir is not None
+        else _data_needs(table, chosen_rows, planned, index_type),
     )
 
 
@@ -322,7 +348,9 @@ def download_links(*texts: str | None) -> list[str]:
     return links
 
 
-def _data_needs(table: Table, rows: list[Row], runs: list[PlannedRun]) -> list[Missing]:
+def _data_needs(
+    table: Table, rows: list[Row], runs: list[PlannedRun], index_type: str = "exact"
+) -> list[Missing]:
     """Without --data: every input the runs would read from --data DIR (each dataset's
     questions; its index and corpus where a run retrieves; its dense index where a row runs
     on it, skipped without --data), with what provides it, under the placeholder ``DIR``."""
@@ -339,7 +367,7 @@ def _data_needs(table: Table, rows: list[Row], runs: list[PlannedRun]) -> list[M
     for key in table.datasets:
         if key not in keys and key not in dense:
             continue
-        ds = table.datasets[key]
+        ds = with_index_type(table.datasets[key], index_type)
         needs.append(_missing(key, ds.questions, placeholder))
         lost: list[Missing] = []
         if any(run.dataset == key and retrieves(run.method) for run in runs):
@@ -573,6 +601,15 @@ def _planned(
     if known is not None and limit is not None:
         known = min(known, limit)
     run_dir = _earlier_dir(model_dir, name, key, row, questions) or model_dir / name
+    searched = retrieves(row.method) and data is not None
+    kind, approximate = (
+        index_kind(index, ds, data, row.retrieval == "dense")
+        if searched
+        else (
+            "none (closed book)" if not retrieves(row.method) else "BM25 over the shipped sample",
+            None,
+        )
+    )
     return PlannedRun(
         name=name,
         method=row.method,
@@ -587,7 +624,95 @@ def _planned(
         estimate=estimate(row.method, profile, n if n is not None else known),
         missing=missing,
         n_questions_table=known,
+        decoding=decoding(row),
+        index_type=kind,
+        sample=ds.sample,
+        approximate=approximate,
     )
+
+
+# --index-type: the dense indexes searched exactly (the papers' FAISS IndexFlatIP: FlashRAG's
+# "Faiss Flat index", thunlp/Adaptive-Note and thunlp/DeepNote src/build_index/emb/index.py) or
+# approximately (IVF-PQ, only when asked: recall@5 0.94-0.97 against exact, docs/scale.md)
+INDEX_TYPES = ("exact", "ivfpq")
+APPROXIMATE = (
+    "searched on an IVF-PQ index (approximate: recall@5 0.94-0.97 against exact, docs/scale.md) "
+    "where the paper searched exactly (FAISS IndexFlatIP)"
+)
+_FLAT = "--dense-index flat"
+
+
+def with_index_type(ds: Dataset, index_type: str) -> Dataset:
+    """``ds`` with its dense indexes built and searched as ``index_type`` says: "exact" as the
+    table file writes them (``--dense-index flat``); "ivfpq" each in ``<index>-ivfpq`` with
+    ``--dense-index ivfpq``, so an exact index already built is never overwritten."""
+    if index_type == "exact":
+        return ds
+    update: dict[str, Any] = {}
+    for field_name, spec_name in (
+        ("index", "retriever_spec"),
+        ("dense_index", "dense_retriever_spec"),
+    ):
+        item: Input | None = getattr(ds, field_name)
+        if item is None or _FLAT not in (item.command or ""):
+            continue
+        path = f"{item.path}-ivfpq"
+        command = (item.command or "").replace(_FLAT, "--dense-index ivfpq")
+        command = command.replace(f"{{data}}/{item.path}", f"{{data}}/{path}")
+        update[field_name] = item.model_copy(update={"path": path, "command": command})
+        spec = getattr(ds, spec_name)
+        if spec is not None:
+            update[spec_name] = spec.replace(f"{{data}}/{item.path}", f"{{data}}/{path}")
+    return ds.model_copy(update=update) if update else ds
+
+
+def index_kind(spec: str, ds: Dataset, data: Path, dense: bool) -> tuple[str, str | None]:
+    """What the run searches, in words, and why its cells are approximate (None: they are
+    not): a BM25 index, or a dense one of the kind its manifest records (built) or its command
+    builds (not yet built)."""
+    if not spec.startswith("dense:"):
+        return ("BM25" if spec.startswith("bm25:") else spec.split(":", 1)[0]), None
+    item = ds.dense_index if dense else ds.index
+    kind = None
+    manifest = Path(spec.removeprefix("dense:")) / "manifest.json"
+    if manifest.is_file():
+        try:
+            recorded = json.loads(manifest.read_text("utf-8"))
+            kind = (recorded.get("faiss") or {}).get("kind", "flat")
+        except (OSError, ValueError, AttributeError):
+            kind = None
+    where = "built"
+    if kind is None:
+        command = (item.command if item else None) or ""
+        match = re.search(r"--dense-index[ =](\w+)", command)
+        kind, where = (match.group(1) if match else "auto"), "to be built"
+    exact = kind == "flat"
+    words = "exact (FAISS flat)" if exact else f"{kind} (approximate)"
+    return f"dense, {words}, {where}", None if exact else APPROXIMATE
+
+
+def decoding(row: Row) -> str:
+    """The decoding every model call of ``row``'s runs gets: its settings' temperature, top_p
+    and max_tokens over its profile's (noterag.core.profiles), in words."""
+    from noterag.core.profiles import FLASHRAG_SAMPLING, OFFICIAL_SAMPLING
+
+    profile = profile_of(row)
+    defaults = {"official": OFFICIAL_SAMPLING, "flashrag": FLASHRAG_SAMPLING}.get(profile, {})
+    if profile == "original" and row.method is not None:
+        from noterag.registry.methods import METHODS
+
+        original = METHODS[row.method].context.ORIGINAL
+        defaults = {
+            k: v for k, v in original.items() if k in ("temperature", "top_p", "max_tokens")
+        }
+    chosen = dict(defaults) | {
+        k: row.settings[k] for k in ("temperature", "top_p", "max_tokens") if k in row.settings
+    }
+    if not chosen:
+        return "the endpoint's own (no temperature, top_p or max_tokens set)"
+    words = ", ".join(f"{k} {v}" for k, v in chosen.items())
+    unset = [k for k in ("temperature", "top_p", "max_tokens") if k not in chosen]
+    return words + (f" ({', '.join(unset)}: the endpoint's own)" if unset else "")
 
 
 def sample_index_spec(out: Path) -> str:
@@ -742,10 +867,20 @@ def _build_cost(index: Input, ds: Dataset, data: Path, have_corpus: bool) -> str
     minutes = guess.build_s / 60
     took = f"about {minutes:,.0f} min" if minutes >= 1 else "under 1 min"
     basis = f"{guess.basis}; 768-d vectors assumed" if dense else guess.basis
+    search = ""
+    if dense and kind == "flat":
+        # exact search scores every vector per query: the float32 vectors (memory-mapped
+        # embeddings.npy) are read whole each time, so they belong in RAM
+        vectors = passages * 768 * 4 / 2**30
+        search = (
+            f"; searching it exactly reads all {passages:,} vectors per query, about "
+            f"{vectors:,.1f} GiB to hold in memory (--index-type ivfpq: an approximate index "
+            "in far less)"
+        )
     return (
         f"building it ({kind} index of {passages:,} passages, {counted}): {took}{embedding}, "
         f"peak memory about {guess.peak_gib:,.1f} GiB, disk about {guess.disk_gib:,.1f} GiB "
-        f"({basis})"
+        f"({basis}){search}"
     )
 
 

@@ -105,6 +105,8 @@ def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
                 note = "; ".join(notes)
         if cell.not_comparable:
             note = "; ".join(filter(None, [f"{NOT_COMPARABLE}: {cell.not_comparable}", note]))
+        if cell.approximate and cell.run:
+            note = "; ".join(filter(None, [note, f"{APPROXIMATE}: {cell.approximate}"]))
         results.append(
             CellResult(cell, row_label, column_label, ours, low, high, n, expected, note)
         )
@@ -179,6 +181,7 @@ def caption(plan: Plan) -> str:
 
 LEGEND = f"{MARK} the published value lies outside our 95% bootstrap interval over questions."
 FAILED = "failed"
+APPROXIMATE = "approximate index"
 NOT_COMPARABLE = "not comparable"
 NOT_COMPARABLE_LEGEND = (
     "not comparable: the paper's value is shown, ours beside it, with no Δ and never starred."
@@ -382,14 +385,21 @@ def print_plan(plan: Plan, console: Any) -> None:
             measured += f", × the table's {run.n_questions_table} questions"
         estimate = f"≈ {_count(cost.llm_calls)} model calls, ≈ {_count(cost.tokens)} tokens"
         settings = json.dumps(run.context, sort_keys=True, ensure_ascii=False)
+        backbone = run.backbone or plan.backbone
         for line, style in (
             (f"{run.name} (rows: {', '.join(run.rows)})", "bold"),
-            (f"  {run.method}, settings: {settings}", None),
+            (f"  {run.method}, profile {run.profile}, settings: {settings}", None),
+            (f"  backbone: {backbone} (the published number's; ours: {plan.model})", None),
+            (f"  decoding: {run.decoding}", None),
+            (f"  the paper's sample: {run.sample}", None),
             (f"  questions: {n} ({run.questions})", None),
-            (f"  index: {run.index}", None),
+            (f"  index: {run.index_type}: {run.index}", None),
+            (f"  metrics: {', '.join(run.metrics)}", None),
             (f"  {estimate} ({measured})", None),
         ):
             console.print(text(line, style), soft_wrap=True)
+        if run.approximate:
+            console.print(text(f"  {APPROXIMATE}: {run.approximate}", "yellow"), soft_wrap=True)
     calls = [r.estimate.llm_calls for r in plan.runs if r.estimate.llm_calls is not None]
     tokens = [r.estimate.tokens for r in plan.runs if r.estimate.tokens is not None]
     unknown = len(plan.runs) - len(calls)
@@ -405,12 +415,15 @@ def print_plan(plan: Plan, console: Any) -> None:
     for (dataset, metric), cells in unscored.items():
         line = f"not run: {len(cells)} {dataset} {metric} cells, not scored: {cells[0].unscored}"
         console.print(text(line, "yellow"), soft_wrap=True)
+    # every reason once, with the cells it holds for (table.md notes each cell)
+    apart: dict[str, list[str]] = {}
     for cell in plan.cells:
         if cell.not_comparable:
             label = f"{plan.table.row_title(cell.row)} / {cell.dataset} {cell.metric}"
-            line = f"not comparable: {label}: {cell.not_comparable}"
-            console.print(text(line, "yellow"), soft_wrap=True)
-            break  # one line says it for the column; table.md notes every cell
+            apart.setdefault(cell.not_comparable, []).append(label)
+    for reason, labels in apart.items():
+        line = f"not comparable ({len(labels)} cells: {'; '.join(labels)}): {reason}"
+        console.print(text(line, "yellow"), soft_wrap=True)
     for s in plan.skipped:
         console.print(text(f"skipped {s.label} ({s.row}): {s.reason}", "yellow"), soft_wrap=True)
     for m in plan.missing:
