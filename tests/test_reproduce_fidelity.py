@@ -400,3 +400,27 @@ FLASHRAG_README_BY_ROW = {
     "flare": FLASHRAG_README["FLARE"],
     "ircot": FLASHRAG_README["IRCoT"],
 }
+
+
+def test_amber_cells_that_are_adaptive_notes_gpt35_cells_are_marked(tmp_path: Path) -> None:
+    """Amber Table 1's Llama3-8b baseline cells equal to Adaptive-Note Table 1's
+    gpt-3.5-turbo-0125 cell of the same row (21 of them) are not run as Llama3-8b numbers:
+    each is marked, and names the adaptive-note-table1 run that reproduces it."""
+    amber, an = load_table("amber-table1"), load_table("adaptive-note-table1")
+    gpt = {r.id: dict(((c.dataset, c.metric), v) for c, v in an.cells(r)) for r in an.rows
+           if r.backbone == "GPT-3.5"}  # fmt: skip
+    plan = make_plan(amber, out=tmp_path)
+    marked = 0
+    for cell in plan.cells:
+        row = next(r for r in amber.rows if r.id == cell.row)
+        if row.skip or row.backbone != "Llama3-8b":
+            continue
+        same = gpt.get(row.id, {}).get((cell.dataset, cell.metric))
+        if same is not None and same == cell.published:
+            marked += 1
+            assert cell.not_comparable and f"--rows {row.id}" in cell.not_comparable, cell
+            an_plan = make_plan(an, out=tmp_path, backbone="GPT-3.5", rows=[row.id])
+            assert any(c.published == same and c.run for c in an_plan.cells)
+        else:
+            assert not cell.not_comparable, cell
+    assert marked == 21
