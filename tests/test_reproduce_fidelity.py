@@ -407,8 +407,11 @@ def test_amber_cells_that_are_adaptive_notes_gpt35_cells_are_marked(tmp_path: Pa
     gpt-3.5-turbo-0125 cell of the same row (21 of them) are not run as Llama3-8b numbers:
     each is marked, and names the adaptive-note-table1 run that reproduces it."""
     amber, an = load_table("amber-table1"), load_table("adaptive-note-table1")
-    gpt = {r.id: dict(((c.dataset, c.metric), v) for c, v in an.cells(r)) for r in an.rows
-           if r.backbone == "GPT-3.5"}  # fmt: skip
+    gpt = {
+        r.id: {(c.dataset, c.metric): v for c, v in an.cells(r)}
+        for r in an.rows
+        if r.backbone == "GPT-3.5"
+    }
     plan = make_plan(amber, out=tmp_path)
     marked = 0
     for cell in plan.cells:
