@@ -449,7 +449,9 @@ def test_reports_list_the_papers_columns_before_ours() -> None:
         {"metrics": score("yes or no", ["no"], "strategyqa")},
     ]
     means = metric_means(rows)
-    assert list(means) == ["em", "f1", "acc", "acc_norm", "acc_strict"]
+    assert list(means) == ["em", "f1", "acc", "acc_norm", "acc_strict", "f1_flashrag"]
     # acc is the papers' column for both tasks: (0 + 100) / 2.
     assert means["acc"] == 50.0 and means["acc_norm"] == 100.0 and means["acc_strict"] == 0.0
-    assert [metric_label(m) for m in means] == ["EM", "F1", "Acc", "Acc (norm.)", "Acc (strict)"]
+    assert [metric_label(m) for m in means] == [
+        "EM", "F1", "Acc", "Acc (norm.)", "Acc (strict)", "F1 (FlashRAG)",
+    ]  # fmt: skip

@@ -151,3 +151,106 @@ def test_a_broken_ground_truth_file_is_one_error(tmp_path: Path) -> None:
     bad.write_text("[1, 2]", "utf-8")
     with pytest.raises(ConfigError, match="not CRUD's quest_gt JSON"):
         questeval.load_ground_truth([bad])
+
+
+# --------------------------------------------------------------------------- reproduce --judge
+
+CRUD_TABLE = {
+    "id": "crud-table1",
+    "paper": "adaptive-note",
+    "number": "1",
+    "title": "CRUD.",
+    "seed": "adaptive-note.txt",
+    "backbones": ["GPT-3.5"],
+    "datasets": {
+        "crud": {
+            "name": "CRUD",
+            "task": "crud",
+            "sample": "2 QA samples",
+            "questions": {"path": "crud/questions.json", "what": "CRUD's questions"},
+            "index": {"path": "crud/index", "what": "its BM25 index"},
+            "retriever": "BM25",
+            "retriever_spec": "bm25:{data}/crud/index",
+            "ground_truth": {"path": "crud/quest_gt", "what": "CRUD's quest_gt files"},
+            "settings": {"top_k": 2},
+        }
+    },
+    "columns": [
+        {"dataset": "crud", "metric": m, "label": m} for m in ("q_r", "t_r", "t_p", "t_f1")
+    ],
+    "rows": [
+        {"id": "ours", "label": "Ours", "method": "adaptive-note", "profile": "official",
+         "settings": {"max_steps": 1}, "backbone": "GPT-3.5",
+         "values": ["80.0", "60.0", "80.0", "66.0"]},
+        {"id": "nor", "label": "NoR", "method": "no-retrieval", "profile": "official",
+         "backbone": "GPT-3.5", "values": ["70.0", "50.0", "70.0", "55.0"]},
+    ],
+}  # fmt: skip
+
+
+def _crud_data(root: Path) -> Path:
+    from noterag.retrievers import build_bm25_index
+
+    crud = root / "crud"
+    (crud / "quest_gt").mkdir(parents=True)
+    records = [
+        {"ID": "a1", "questions": "有多少人参观？", "answers": "42人参观。", "news1": "..."},
+        {"ID": "a2", "questions": "谁主办的？", "answers": "侨务办公室主办。", "news1": "..."},
+    ]
+    (crud / "questions.json").write_text(json.dumps(records, ensure_ascii=False), "utf-8")
+    truth = {
+        "a1": {"question": QUESTIONS, "answers": REFERENCE},
+        "a2": {"question": ["谁主办的？"], "answers": ["侨务办公室"]},
+    }
+    (crud / "quest_gt" / "QuestAnswer1Doc_quest_gt_save.json").write_text(
+        json.dumps(truth, ensure_ascii=False), "utf-8"
+    )
+    corpus = crud / "corpus.jsonl"
+    rows = [
+        {"id": "c1", "title": "参观", "text": "42人参观"},
+        {"id": "c2", "title": "主办", "text": "侨务办公室"},
+    ]
+    corpus.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    build_bm25_index(corpus, crud / "index", progress=False)
+    return root
+
+
+def test_reproduce_with_a_judge_scores_the_crud_cells(tmp_path: Path) -> None:
+    import yaml
+
+    from noterag.reproduce import report
+    from noterag.reproduce.plan import make_plan
+    from noterag.reproduce.run import execute
+    from noterag.reproduce.tables import load_table
+    from scripted import ScriptedModel
+
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    (folder / "crud-table1.yaml").write_text(yaml.safe_dump(CRUD_TABLE, allow_unicode=True))
+    table = load_table("crud-table1", folder)
+    data = _crud_data(tmp_path / "data")
+    # without a judge: shown, not scored, no run
+    assert make_plan(table, out=tmp_path / "o", data=data).runs == []
+    model = ScriptedModel.for_method("adaptive-note")
+    plan = make_plan(table, out=tmp_path / "o", data=data, model=model, judge="judge-x")
+    assert [run.method for run in plan.runs] == ["adaptive-note"]  # NoR has no crud prompt
+    assert plan.judge_calls == 2
+    nor = [c for c in plan.cells if c.row == "nor"]
+    assert all(c.run is None and "no crud answer prompt" in (c.unscored or "") for c in nor)
+    outcomes = execute(plan, model=model, progress=False)
+    assert [o.status for o in outcomes] == ["ran"]
+    # a1: the hand-worked reply (Q-R 75, T-R 11/18, T-P 5/6, T-F1 2/3); a2: the text cannot
+    # answer its one question (Q-R 0, nothing compared: 0)
+    judge = FakeListChatModel(responses=[reply(JUDGED), reply(["无法推断"]), "never sent"])
+    results = report.score_cells(plan, outcomes, judge)
+    ours = {r.cell.metric: r.ours for r in results if r.cell.row == "ours"}
+    assert ours["q_r"] == pytest.approx((75 + 0) / 2)
+    assert ours["t_r"] == pytest.approx(100 * 11 / 18 / 2)
+    assert ours["t_p"] == pytest.approx(100 * 5 / 6 / 2)
+    assert ours["t_f1"] == pytest.approx(100 * 2 / 3 / 2)
+    assert judge.i == 2
+    # a second reproduce: no run started, no judge call
+    again = execute(plan, model=model, progress=False)
+    assert [o.status for o in again] == ["finished"]
+    silent = FakeListChatModel(responses=[])
+    assert report.score_cells(plan, again, silent) == results

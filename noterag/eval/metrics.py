@@ -81,11 +81,14 @@ PAPER_METRICS: dict[str, tuple[str, ...]] = {
     "multihop": ("em", "f1", "acc"),
     "asqa": ("str_em", "str_hit"),
     "strategyqa": ("acc",),
+    # CRUD's q_r / t_r / t_p / t_f1 need a judge model (noterag.eval.questeval)
+    "crud": (),
 }
 EXTRA_METRICS: dict[str, tuple[str, ...]] = {
     "multihop": ("acc_norm", "f1_flashrag"),
     "asqa": (),
     "strategyqa": ("acc_strict",),
+    "crud": (),
 }
 
 _PUNCTUATION = frozenset(string.punctuation)
@@ -220,6 +223,10 @@ def score(prediction: str | None, golds: Sequence, task: str) -> dict[str, float
             "acc": 100.0 * acc_choice(prediction, gold),
             "acc_strict": 100.0 * acc_strict(prediction, gold),
         }
+    if task == "crud":
+        # RAGQuestEval: a judge model's answers, scored when a table is reproduced with
+        # --judge (noterag.eval.questeval); nothing is computable without one
+        return {}
     raise ValueError(f"unknown task {task!r} (expected one of: {', '.join(TASKS)})")
 
 

@@ -183,9 +183,19 @@ def score_outputs(
         key = (label, str(row["id"]), output)
         reply = kept.get(key)
         if reply is None:
-            message = judge.bind(**JUDGE_SAMPLING).invoke(
-                judge_prompt(output, truth["question"], prompt)
-            )
+            try:
+                message = judge.bind(**JUDGE_SAMPLING).invoke(
+                    judge_prompt(output, truth["question"], prompt)
+                )
+            except NoteragError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the endpoint's own error, as one line
+                from noterag.models.errors import friendly_model_error, one_line_error
+
+                friendly = friendly_model_error(exc)
+                raise friendly or NoteragError(
+                    f"the judge {label} failed on question {key[1]!r:.60}: {one_line_error(exc)}"
+                ) from None
             reply = str(getattr(message, "content", message))
             cache_file.parent.mkdir(parents=True, exist_ok=True)
             entry = {"judge": label, "id": key[1], "output": output, "reply": reply}

@@ -31,7 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from noterag.base.errors import ConfigError, NoteragError
-from noterag.reproduce.tables import UNSCORED_METRICS, Dataset, Input, Row, Table, published_number
+from noterag.reproduce.tables import (
+    JUDGED_METRICS,
+    UNSCORED_METRICS,
+    Dataset,
+    Input,
+    Row,
+    Table,
+    published_number,
+)
 
 SAMPLE = "sample"
 SAMPLE_INDEX = (
@@ -144,6 +152,8 @@ class Plan:
     cells_in_table: int = 0  # the table's cells among the chosen datasets, every backbone's
     # without --data: what --data DIR would need to hold for these runs ("DIR" in the paths)
     data_needs: list[Missing] = field(default_factory=list)
+    # --judge: the model that scores the judged metrics (CRUD's RAGQuestEval); None: unscored
+    judge: str | None = None
 
     @property
     def missing(self) -> list[Missing]:
@@ -158,6 +168,20 @@ class Plan:
                 elif item.dataset not in known.dataset.split(", "):
                     seen[item.path] = replace(known, dataset=f"{known.dataset}, {item.dataset}")
         return list(seen.values())
+
+    @property
+    def judge_calls(self) -> int | None:
+        """The judge's model calls (one per question of each run with a judged cell); None:
+        no judge, or a run's questions unknown."""
+        if self.judge is None:
+            return None
+        judged = {c.run for c in self.cells if c.run and c.metric in JUDGED_METRICS}
+        counts = [
+            r.n_questions if r.n_questions is not None else r.n_questions_table
+            for r in self.runs
+            if r.name in judged
+        ]
+        return None if any(n is None for n in counts) else sum(n or 0 for n in counts)
 
     def to_json(self) -> dict[str, Any]:
         table = self.table
@@ -177,6 +201,8 @@ class Plan:
             "other_backbones": self.other_backbones,
             "cells_in_table": self.cells_in_table,
             "data_needs": [asdict(m) for m in self.data_needs],
+            "judge": self.judge,
+            "judge_calls": self.judge_calls,
             "cells": [
                 asdict(c)
                 | {"row_label": _label(table, c.row), "column_label": table.columns[c.column].label}
@@ -196,12 +222,14 @@ def make_plan(
     backbone: str | None = None,
     limit: int | None = None,
     index_type: str = "exact",
+    judge: str | None = None,
 ) -> Plan:
     """The plan of ``table``: its runs, skipped rows, missing inputs and cells (see the module).
     A dataset, row or backbone the table does not have is a ConfigError naming the choices.
     ``index_type``: "exact" (default) searches each dense index exactly (FAISS flat, the papers'
     ``IndexFlatIP``); "ivfpq" builds and searches IVF-PQ indexes instead (beside the exact
-    ones, ``<index>-ivfpq``), and the cells of those runs are marked approximate."""
+    ones, ``<index>-ivfpq``), and the cells of those runs are marked approximate. ``judge``:
+    the model scoring CRUD's RAGQuestEval cells (None: they are shown, not scored, not run)."""
     from noterag.eval.loop import model_label
 
     if limit is not None and limit < 1:
@@ -243,6 +271,8 @@ def make_plan(
             i = table.columns.index(column)
             name = None
             unscored = UNSCORED_METRICS.get(column.metric)
+            if judge is not None and column.metric in JUDGED_METRICS:
+                unscored = _unanswered(row, table.datasets[column.dataset])
             if reason is None and unscored is None:  # never a run for cells it cannot fill
                 assert row.method is not None  # skip_reason's
                 name = run_name(column.dataset, row.method, profile_of(row), row.settings,
@@ -258,6 +288,9 @@ def make_plan(
                     run.rows.append(row.id)
                 if column.metric not in run.metrics:
                     run.metrics.append(column.metric)
+                gt = table.datasets[column.dataset].ground_truth
+                if unscored is None and column.metric in JUDGED_METRICS and gt is not None:
+                    _need_ground_truth(run, column.dataset, gt, data_dir)
                 runs[name] = run
             cells.append(
                 Cell(
@@ -299,7 +332,35 @@ def make_plan(
         data_needs=[]
         if data_dir is not None
         else _data_needs(table, chosen_rows, planned, index_type),
+        judge=judge,
     )
+
+
+def _unanswered(row: Row, ds: Dataset) -> str | None:
+    """Why ``row`` makes no run for a judged cell of ``ds`` (its method has no answer prompt
+    for the dataset's task), or None."""
+    from noterag.core.tasks import answerable_tasks
+    from noterag.registry.methods import METHODS
+
+    if row.method is None or row.method not in METHODS:
+        return None
+    tasks = answerable_tasks(METHODS[row.method], profile_of(row))
+    if tasks is None or ds.task in tasks:
+        return None
+    return (
+        f"{row.method} has no {ds.task} answer prompt (the authors ran CRUD with Chinese prompt "
+        "files noterag does not ship)"
+    )
+
+
+def _need_ground_truth(run: PlannedRun, key: str, gt: Input, data: Path | None) -> None:
+    """The judge's ground truth among the run's missing inputs when it is not under --data
+    (the shipped sample has none: its questions are not CRUD's, their cells stay empty)."""
+    if data is None or (data / gt.path).exists():
+        return
+    item = _missing(key, gt, data)
+    if all(m.path != item.path for m in run.missing):
+        run.missing.append(item)
 
 
 def backbone_cells(table: Table, backbone: str, datasets: list[str]) -> int:

@@ -48,11 +48,14 @@ _RAGQUESTEVAL = (
     "scored by a GPT model answering the reference's questions from the output (Adaptive-Note §4, "
     "Appendix C; thunlp/Adaptive-Note src/metrics_questeval_crud.py)"
 )
+# With --judge MODEL these four are scored (noterag.eval.questeval): the judge's answers are
+# model calls, one per generated text.
+JUDGED_METRICS = ("q_r", "t_r", "t_p", "t_f1")
 UNSCORED_METRICS: dict[str, str] = {
-    "q_r": f"CRUD's RAGQuestEval question-level recall, {_RAGQUESTEVAL}",
-    "t_r": f"CRUD's RAGQuestEval token-level recall of the answers, {_RAGQUESTEVAL}",
-    "t_p": f"CRUD's RAGQuestEval token-level precision of the answers, {_RAGQUESTEVAL}",
-    "t_f1": f"CRUD's RAGQuestEval token-level F1 of the answers, {_RAGQUESTEVAL}",
+    "q_r": f"CRUD's RAGQuestEval question-level recall, {_RAGQUESTEVAL}; --judge MODEL scores it",
+    "t_r": f"CRUD's RAGQuestEval token-level recall of the answers, {_RAGQUESTEVAL}; --judge MODEL scores it",
+    "t_p": f"CRUD's RAGQuestEval token-level precision of the answers, {_RAGQUESTEVAL}; --judge MODEL scores it",
+    "t_f1": f"CRUD's RAGQuestEval token-level F1 of the answers, {_RAGQUESTEVAL}; --judge MODEL scores it",
     "minutes": "wall-clock minutes for the paper's run (hardware-bound)",
 }
 
@@ -132,6 +135,11 @@ class Dataset(_Strict):
     )
     dense_retriever_spec: str | None = Field(
         None, description="our spec of that dense retriever (rows with retrieval: dense)"
+    )
+    ground_truth: Input | None = Field(
+        None,
+        description="what a judge model scores the outputs against (CRUD: the ground-truth "
+        "questions and answers RAGQuestEval asks, src/quest_eval/*_quest_gt_save.json)",
     )
     settings: dict[str, Any] = Field(
         default_factory=dict,
