@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.runnables import RunnableLambda
 
 from noterag.base.errors import ConfigError
 from noterag.eval import questeval
@@ -241,14 +242,21 @@ def test_reproduce_with_a_judge_scores_the_crud_cells(tmp_path: Path) -> None:
     assert [o.status for o in outcomes] == ["ran"]
     # a1: the hand-worked reply (Q-R 75, T-R 11/18, T-P 5/6, T-F1 2/3); a2: the text cannot
     # answer its one question (Q-R 0, nothing compared: 0)
-    judge = FakeListChatModel(responses=[reply(JUDGED), reply(["无法推断"]), "never sent"])
+    asked: list[str] = []
+
+    def answer(prompt: str, **sampling: Any) -> str:  # the judge's reply to each reference
+        asked.append(prompt)
+        assert sampling == questeval.JUDGE_SAMPLING  # Adaptive-Note's gpt_gen decoding
+        return reply(JUDGED) if str(QUESTIONS) in prompt else reply(["无法推断"])
+
+    judge = RunnableLambda(answer)
     results = report.score_cells(plan, outcomes, judge)
     ours = {r.cell.metric: r.ours for r in results if r.cell.row == "ours"}
     assert ours["q_r"] == pytest.approx((75 + 0) / 2)
     assert ours["t_r"] == pytest.approx(100 * 11 / 18 / 2)
     assert ours["t_p"] == pytest.approx(100 * 5 / 6 / 2)
     assert ours["t_f1"] == pytest.approx(100 * 2 / 3 / 2)
-    assert judge.i == 2
+    assert len(asked) == 2
     # a second reproduce: no run started, no judge call
     again = execute(plan, model=model, progress=False)
     assert [o.status for o in again] == ["finished"]
