@@ -33,7 +33,7 @@ from noterag.cli.options import (
 from noterag.cli.render import stderr_console
 
 # --index-type's choices (noterag.reproduce.plan.INDEX_TYPES)
-IndexType = Enum("IndexType", {"exact": "exact", "ivfpq": "ivfpq"}, type=str)  # type: ignore[misc]
+IndexType = Enum("IndexType", {"exact": "exact", "ivfpq": "ivfpq"}, type=str)
 
 
 def _names(values: list[str] | None) -> list[str] | None:

@@ -662,15 +662,12 @@ def _planned(
     if known is not None and limit is not None:
         known = min(known, limit)
     run_dir = _earlier_dir(model_dir, name, key, row, questions) or model_dir / name
-    searched = retrieves(row.method) and data is not None
-    kind, approximate = (
-        index_kind(index, ds, data, row.retrieval == "dense")
-        if searched
-        else (
-            "none (closed book)" if not retrieves(row.method) else "BM25 over the shipped sample",
-            None,
-        )
-    )
+    kind: str = "none (closed book)"
+    approximate: str | None = None
+    if retrieves(row.method):
+        kind = "BM25 over the shipped sample"
+        if data is not None:
+            kind, approximate = index_kind(index, ds, row.retrieval == "dense")
     return PlannedRun(
         name=name,
         method=row.method,
@@ -727,7 +724,7 @@ def with_index_type(ds: Dataset, index_type: str) -> Dataset:
     return ds.model_copy(update=update) if update else ds
 
 
-def index_kind(spec: str, ds: Dataset, data: Path, dense: bool) -> tuple[str, str | None]:
+def index_kind(spec: str, ds: Dataset, dense: bool) -> tuple[str, str | None]:
     """What the run searches, in words, and why its cells are approximate (None: they are
     not): a BM25 index, or a dense one of the kind its manifest records (built) or its command
     builds (not yet built)."""
