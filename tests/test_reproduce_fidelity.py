@@ -448,3 +448,16 @@ def test_the_asqa_avg_finding_is_recounted() -> None:
             column = next(c for c in table.columns if c.dataset == "asqa" and c.metric == "avg")
             assert column.not_comparable and "82 of the 86 rows" in table.notes, name
     assert (fits, rows) == (82, 86)
+
+
+def test_the_plan_says_why_one_run_where_resp_averages_five(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    table = load_table("resp-table2")
+    assert table.paper_runs == 5 and "replays the reply cache" in table.runs_note
+    console = Console(record=True, width=250)
+    report.print_plan(make_plan(table, out=tmp_path), console)
+    assert (
+        f"the paper averages 5 runs per cell; this plan makes one per cell: {table.runs_note}"
+        in (console.export_text())
+    )

@@ -401,6 +401,12 @@ def print_plan(plan: Plan, console: Any) -> None:
             ds = plan.table.datasets[key]
             line = f"{key} ({ds.name}): the paper's sample: {ds.sample}; retriever: {ds.retriever}"
             console.print(text(line, "dim"), soft_wrap=True)
+    if plan.table.paper_runs > 1:
+        line = (
+            f"the paper averages {plan.table.paper_runs} runs per cell; this plan makes one "
+            f"per cell: {plan.table.runs_note}"
+        )
+        console.print(text(line, "yellow"), soft_wrap=True)
     console.print(text(f"{len(plan.runs)} runs", "bold"))
     # a few lines per run, never wrapped: paths and names stay whole, to be copied
     for run in plan.runs:

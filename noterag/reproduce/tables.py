@@ -242,6 +242,12 @@ class Table(_Strict):
     columns: list[Column]
     rows: list[Row]
     notes: str = ""
+    paper_runs: int = Field(
+        1, ge=1, description="how many runs the paper averages per cell (ReSP Table 2: five)"
+    )
+    runs_note: str = Field(
+        "", description="where paper_runs > 1: why the plan makes the runs it makes"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Table:
