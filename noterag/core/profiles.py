@@ -3,7 +3,9 @@
 ``paper`` (default) follows the papers with robust engineering; ``official`` reproduces the
 official Adaptive-Note / DeepNote code (thunlp), so results compare with published numbers;
 ``original`` runs a baseline as its own paper and code did (its settings and prompts: the
-method's context ``ORIGINAL`` and prompt set "original"; docs/deviations.md).
+method's context ``ORIGINAL`` and prompt set "original"; docs/deviations.md); ``flashrag`` runs
+a baseline as FlashRAG's benchmark ran it (ReSP Table 2 reprints it): the paper strategies with
+FlashRAG's passage format and decoding, and the method's prompt set "flashrag".
 Nodes never test the profile name: they call these strategies.
 
 | behaviour        | paper                                   | official                              |
