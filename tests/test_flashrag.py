@@ -115,9 +115,14 @@ def test_the_prompts_are_flashrags_strings() -> None:
     assert prompts.zero_shot_template() == (naive, "Question: {question}")
 
 
-def _flashrag_format_reference(docs: list[dict[str, str]]) -> str:
-    """FlashRAG's format_reference, run from the vendored base_prompt.py, on passages whose
-    ``contents`` is ``title\\ntext`` as in its corpus."""
+def wiki18_contents(doc: dict[str, str]) -> str:
+    """A passage as FlashRAG's wiki18_100w.jsonl stores it: the quoted title, then the text."""
+    return f'"{doc["title"]}"\n{doc["text"]}'
+
+
+def _flashrag_format_reference(contents: list[str]) -> str:
+    """FlashRAG's format_reference, run from the vendored base_prompt.py, on its corpus's
+    ``contents`` strings."""
     format_reference = _flashrag_function(
         "base_prompt.py.txt", "format_reference", "PromptTemplate"
     )
@@ -125,14 +130,18 @@ def _flashrag_format_reference(docs: list[dict[str, str]]) -> str:
     class Template:
         reference_template = None
 
-    return str(
-        format_reference(Template(), [{"contents": f"{d['title']}\n{d['text']}"} for d in docs])
-    )
+    return str(format_reference(Template(), [{"contents": c} for c in contents]))
 
 
 def test_the_passages_are_formatted_as_flashrag_formats_them() -> None:
-    docs = CORPUS[:3]
-    assert flashrag_passages(docs) == _flashrag_format_reference(docs)
+    """wiki18's contents read by noterag's corpus reader (which drops the title's quotes) and
+    formatted by profile flashrag give FlashRAG's own references of the same contents."""
+    from noterag.retrievers.corpus import split_contents
+
+    contents = [wiki18_contents(d) for d in CORPUS[:3]]
+    read = [split_contents(c) | {"id": str(i)} for i, c in enumerate(contents)]
+    assert [p["title"] for p in read] == [d["title"] for d in CORPUS[:3]]
+    assert flashrag_passages(read) == _flashrag_format_reference(contents)
 
 
 def _flashrag_string(parts: tuple[str, str], **values: str) -> str:
@@ -156,7 +165,7 @@ def test_vanilla_sends_flashrags_standard_rag_prompt_and_decoding() -> None:
     assert (query, k) == (QUESTION, 5)
     found = retriever.invoke(QUESTION)
     docs = [{"title": d.metadata["title"], "text": d.page_content} for d in found[:5]]
-    reference = _flashrag_format_reference(docs)
+    reference = _flashrag_format_reference([wiki18_contents(d) for d in docs])
     [prompt] = model.prompts_for("answer")
     assert prompt == _flashrag_string(
         prompts.base_template(), reference=reference, question=QUESTION

@@ -238,8 +238,13 @@ def _official(code: str, task: str, dense: bool) -> Profile:
 
 def flashrag_passages(passages: Sequence[Passage]) -> str:
     """RUC-NLPIR/FlashRAG flashrag/prompt/base_prompt.py ``format_reference`` @ 0e4da8c (no
-    reference_template): ``Doc {idx+1}(Title: {title}) {text}\n`` per passage."""
-    return "".join(f"Doc {i}(Title: {p['title']}) {p['text']}\n" for i, p in enumerate(passages, 1))
+    reference_template): ``Doc {idx+1}(Title: {title}) {text}\n`` per passage, the title being
+    the first line of the corpus's ``contents`` as it stands. FlashRAG's wiki18 corpus quotes
+    every title there (``"Aaron"``); noterag's reader drops those quotes (retrievers/corpus.py),
+    so they are put back: the dense runs' prompts read ``(Title: "Aaron")`` as FlashRAG's did."""
+    return "".join(
+        f'Doc {i}(Title: "{p["title"]}") {p["text"]}\n' for i, p in enumerate(passages, 1)
+    )
 
 
 # FlashRAG's benchmark decoding (RUC-NLPIR/FlashRAG @ 0e4da8c examples/methods/my_config.yaml:
