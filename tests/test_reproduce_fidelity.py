@@ -461,3 +461,9 @@ def test_the_plan_says_why_one_run_where_resp_averages_five(tmp_path: Path) -> N
         f"the paper averages 5 runs per cell; this plan makes one per cell: {table.runs_note}"
         in (console.export_text())
     )
+
+
+@pytest.mark.parametrize("name", ["resp-table2", "resp-table4"])
+def test_every_resp_f1_column_is_flashrags_f1(name: str) -> None:
+    # ReSP §5.2: "We report the token-level F1 score ... following FlashRAG"
+    assert {c.metric for c in load_table(name).columns} == {"f1_flashrag"}
