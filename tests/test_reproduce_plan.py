@@ -370,3 +370,20 @@ def test_the_dry_run_shows_each_runs_settings_and_each_datasets_sample(
         ds = table.datasets[key]
         line = f"{key} ({ds.name}): the paper's sample: {ds.sample}; retriever: {ds.retriever}"
         assert line in lines
+
+
+def test_a_built_index_is_judged_by_its_manifest(tmp_path: Path) -> None:
+    """An index already under --data is what it is: an IVF-PQ one (its manifest's faiss kind)
+    marks its runs' cells approximate even without --index-type; a flat one does not."""
+    from noterag.retrievers.indexdir import MANIFEST_NAME
+
+    data = tmp_path / "data"
+    index = data / "wiki18" / "index-e5"
+    index.mkdir(parents=True)
+    for kind, approximate in (("ivfpq", True), ("flat", False)):
+        (index / MANIFEST_NAME).write_text(json.dumps({"kind": "dense", "faiss": {"kind": kind}}))
+        plan = make_plan(load_table("resp-table2"), out=tmp_path / "o", data=data, rows=["resp"])
+        assert plan.runs and all(bool(run.approximate) == approximate for run in plan.runs)
+        assert all(f"dense, {'ivfpq (approximate)' if approximate else 'exact (FAISS flat)'}, built"
+                   in run.index_type for run in plan.runs)  # fmt: skip
+        assert all(bool(c.approximate) == approximate for c in plan.cells if c.run)

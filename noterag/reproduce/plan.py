@@ -732,7 +732,9 @@ def index_kind(spec: str, ds: Dataset, dense: bool) -> tuple[str, str | None]:
         return ("BM25" if spec.startswith("bm25:") else spec.split(":", 1)[0]), None
     item = ds.dense_index if dense else ds.index
     kind = None
-    manifest = Path(spec.removeprefix("dense:")) / "manifest.json"
+    from noterag.retrievers.indexdir import MANIFEST_NAME
+
+    manifest = Path(spec.removeprefix("dense:")) / MANIFEST_NAME
     if manifest.is_file():
         try:
             recorded = json.loads(manifest.read_text("utf-8"))
