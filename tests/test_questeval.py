@@ -262,3 +262,18 @@ def test_reproduce_with_a_judge_scores_the_crud_cells(tmp_path: Path) -> None:
     assert [o.status for o in again] == ["finished"]
     silent = FakeListChatModel(responses=[])
     assert report.score_cells(plan, again, silent) == results
+
+
+def test_crud_records_are_read_as_task_crud(tmp_path: Path) -> None:
+    from noterag.datasets import load_dataset
+    from noterag.eval.metrics import score
+
+    path = tmp_path / "questions.json"
+    record = {"ID": "64fa9b27", "event": "e", "news1": "n", "questions": "谁主办的？",
+              "answers": "侨务办公室主办。"}  # fmt: skip
+    path.write_text(json.dumps([record], ensure_ascii=False), "utf-8")
+    [example] = load_dataset(path)
+    assert (example.id, example.question, example.golds, example.task, example.dataset) == (
+        "64fa9b27", "谁主办的？", ["侨务办公室主办。"], "crud", "crud",
+    )  # fmt: skip
+    assert score("任何回答", example.golds, "crud") == {}  # the judge scores it, at reproduce
