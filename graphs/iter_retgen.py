@@ -153,10 +153,8 @@ SPEC = MethodSpec(
     output=IterRetGenOutput,
     roles=("generator",),
     stage_roles={"generate": "generator", "answer": "generator"},
-    prompts={
-        "paper": prompts.PAPER,
-        "flashrag": flashrag.ITER_RETGEN,
-    },  # ReSP Table 2: FlashRAG's run
+    # flashrag: FlashRAG's IterativePipeline, whose numbers ReSP Table 2 reprints
+    prompts={"paper": prompts.PAPER, "flashrag": flashrag.ITER_RETGEN},
     wire=wire,
     result_fields=("generations",),
     trace_view=TRACE_VIEW,
