@@ -21,7 +21,8 @@ direct-answer template ("Answer the question based on the given document. Only g
 answer and do not output any other words."), so each generation (at most 32 tokens in its
 benchmark) is a short answer rather than a chain of thought, and its query is
 ``f"{question} {previous answer}"``; its iter_num is 3 and its answer is the last generation
-as it is.
+as it is. ``profile="flashrag"`` sends that template (noterag.prompts.flashrag) with FlashRAG's
+passage format and decoding; the answer is still read from the last generation's last line.
 """
 
 from __future__ import annotations
