@@ -269,8 +269,20 @@ def as_json(plan: Plan, results: Sequence[CellResult], outcomes: Sequence[Outcom
             }
             for r in results
         ],
+        "judge": plan.judge,
         "runs": [
-            {"name": o.run.name, "dir": str(o.run_dir), "status": o.status, "questions": len(o.ids)}
+            {
+                "name": o.run.name,
+                "dir": str(o.run_dir),
+                "status": o.status,
+                "questions": len(o.ids),
+                # what produced the published number, and what ran here
+                "profile": o.run.profile,
+                "backbone": o.run.backbone,
+                "decoding": o.run.decoding,
+                "index_type": o.run.index_type,
+                "approximate": o.run.approximate,
+            }
             for o in outcomes
         ],
         "skipped": [asdict(s) for s in plan.skipped],
