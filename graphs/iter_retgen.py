@@ -22,7 +22,7 @@ answer and do not output any other words."), so each generation (at most 32 toke
 benchmark) is a short answer rather than a chain of thought, and its query is
 ``f"{question} {previous answer}"``; its iter_num is 3 and its answer is the last generation
 as it is. ``profile="flashrag"`` sends that template (noterag.prompts.flashrag) with FlashRAG's
-passage format and decoding; the answer is still read from the last generation's last line.
+passage format and decoding, and answers with the last generation whole.
 """
 
 from __future__ import annotations

@@ -119,7 +119,10 @@ def _iter_retgen() -> Any:
     # demonstrations (flashrag/pipeline/active_pipeline.py @ 0e4da8c); the paper's stay in the
     # set, unread, as the step's prompt set has them
     rag = rag_prompt("flashrag_iter_retgen", reference="knowledge", question="question")
-    return IterRetGenPrompts(answer={"multihop": rag}, demonstrations=PAPER.demonstrations)
+    # its answer is the last generation as it is (pipeline.run's "pred", scored whole)
+    return IterRetGenPrompts(
+        answer={"multihop": rag}, demonstrations=PAPER.demonstrations, answer_line=False
+    )
 
 
 ITER_RETGEN = _iter_retgen()

@@ -193,6 +193,21 @@ def test_iter_retgen_sends_flashrags_template_each_iteration() -> None:
         assert "Let's think step by step" not in prompt  # no demonstrations
 
 
+def test_iter_retgen_answers_with_the_last_generation_whole() -> None:
+    """FlashRAG's answer is the last generation as it is (its "pred"); the paper profile reads
+    the last line of a chain of thought."""
+    reply = "Aurelio Fenwick designed it.\nHe was born in 1871."
+    answers = {}
+    for profile in ("flashrag", "paper"):
+        model = ScriptedModel.for_method("iter-retgen", script={"answer": reply})
+        graph = noterag.build_graph(
+            "iter-retgen", model=model, retriever=RecordingRetriever(passages=CORPUS)
+        )
+        answers[profile] = graph.invoke({"question": QUESTION}, context={"profile": profile})
+    assert answers["flashrag"]["answer"] == reply
+    assert answers["paper"]["answer"] == "He was born in 1871"
+
+
 def test_a_setting_the_run_gives_wins_over_flashrags() -> None:
     _, model, _ = run("vanilla", temperature=0.0, max_tokens=200)
     for args in model.arguments():
