@@ -356,6 +356,8 @@ def test_the_dry_run_shows_each_runs_settings_and_each_datasets_sample(
         assert block[2] == f"  decoding: {run.decoding}" and run.decoding
         assert block[3] == f"  the paper's sample: {table.datasets[run.dataset].sample}"
         assert block[5] == f"  index: {run.index_type}: {run.index}" and run.index_type
+        # on the shipped sample, the index the paper searched is named beside the stand-in
+        assert "(the paper's: " in run.index_type or run.index_type == "none (closed book)"
         assert block[6] == f"  metrics: {', '.join(run.metrics)}" and run.metrics
     # every cell no run gives says why: its row skipped, its metric not scored, or apart
     text = "\n".join(lines)

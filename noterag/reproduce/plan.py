@@ -665,9 +665,15 @@ def _planned(
     kind: str = "none (closed book)"
     approximate: str | None = None
     if retrieves(row.method):
-        kind = "BM25 over the shipped sample"
+        dense = row.retrieval == "dense"
         if data is not None:
-            kind, approximate = index_kind(index, ds, row.retrieval == "dense")
+            kind, approximate = index_kind(index, ds, dense)
+        else:  # the sample's BM25 index stands in: say which index the paper searched
+            paper = ds.dense_retriever_spec if dense else ds.retriever_spec
+            theirs = index_kind(paper, ds, dense)[0] if paper else "not stated"
+            kind = (
+                f"BM25 over the shipped sample (the paper's: {theirs.replace(', to be built', '')})"
+            )
     return PlannedRun(
         name=name,
         method=row.method,
