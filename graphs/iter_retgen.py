@@ -21,7 +21,8 @@ direct-answer template ("Answer the question based on the given document. Only g
 answer and do not output any other words."), so each generation (at most 32 tokens in its
 benchmark) is a short answer rather than a chain of thought, and its query is
 ``f"{question} {previous answer}"``; its iter_num is 3 and its answer is the last generation
-as it is.
+as it is. ``profile="flashrag"`` sends that template (noterag.prompts.flashrag) with FlashRAG's
+passage format and decoding, and answers with the last generation whole.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.iter_retgen import answer, generate
 from noterag.nodes.retrieve import retrieve
+from noterag.prompts import flashrag
 from noterag.prompts import iter_retgen as prompts
 
 
@@ -154,7 +156,8 @@ SPEC = MethodSpec(
     output=IterRetGenOutput,
     roles=("generator",),
     stage_roles={"generate": "generator", "answer": "generator"},
-    prompts={"paper": prompts.PAPER},
+    # flashrag: FlashRAG's IterativePipeline, whose numbers ReSP Table 2 reprints
+    prompts={"paper": prompts.PAPER, "flashrag": flashrag.ITER_RETGEN},
     wire=wire,
     result_fields=("generations",),
     trace_view=TRACE_VIEW,

@@ -64,11 +64,13 @@ def declare(
     prompts: Any,
     trace_view: str,
     retrieves: bool = True,
+    flashrag: Any = None,
 ) -> MethodSpec:
     """A single-pass baseline's ``MethodSpec``: the baselines' settings and schemas, one model
     role (the answer), ``wiring(steps)``, and ``prompts`` for both profiles: the papers print no
     baseline prompts, so both send the official files (their passage formats differ;
-    noterag.core.profiles), and the run's official_code setting chooses whose."""
+    noterag.core.profiles), and the run's official_code setting chooses whose. ``flashrag``:
+    the method's prompt set under profile flashrag (FlashRAG's, noterag.prompts.flashrag)."""
     return MethodSpec(
         name=name,
         title=title,
@@ -78,7 +80,8 @@ def declare(
         stops=(single_pass,),
         output=BaselineOutput,
         roles=("answer",),
-        prompts={"paper": prompts, "official": prompts},
+        prompts={"paper": prompts, "official": prompts}
+        | ({"flashrag": flashrag} if flashrag is not None else {}),
         wire=wiring(steps),
         trace_view=trace_view,
         retrieves=retrieves,

@@ -50,6 +50,8 @@ PROFILE_NOTES = {
     "official": "reproduces the official code: the configuration that produced the published "
     "numbers",
     "original": "the baseline as its own paper and code ran it (docs/deviations.md)",
+    "flashrag": "the baseline as FlashRAG's benchmark ran it, whose numbers ReSP Table 2 "
+    "reprints: FlashRAG's prompts, passage format and decoding (docs/deviations.md)",
 }
 OWN = "the model's own"  # an unset sampling setting
 # what each task's answer is, for a method's list of the tasks it answers

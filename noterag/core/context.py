@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from noterag.base.errors import ConfigError
 
 TASKS = ("multihop", "asqa", "strategyqa", "crud")
-PROFILES = ("paper", "official", "original")
+PROFILES = ("paper", "official", "original", "flashrag")
 HUMAN_REVIEWS = ("none", "note", "answer", "both")
 
 # A passage longer than this many characters is cut in prompts (``max_passage_chars``): about
@@ -202,14 +202,16 @@ class RunContext(metaclass=_Settings):
         "Answer style: multihop (short answer), asqa (long form), strategyqa (yes/no), "
         "crud (Adaptive-Note only). The input's `task` overrides it.",
     )
-    profile: Literal["paper", "official", "original"] = setting(
+    profile: Literal["paper", "official", "original", "flashrag"] = setting(
         "paper",
         "paper: the papers' method as printed, with robust engineering; official: reproduce the "
         "official code, the configuration that produced the published numbers (its prompt files "
         "byte for byte, raw-reply queries, duplicate passages, lenient verdicts, sampling "
         "0.1 / 0.9 / 1280 tokens); original (baselines): the baseline as its own paper and code "
         "ran it, where that differs from the note papers' setup (its own top-k, decoding, reader; "
-        "the settings it changes, docs/deviations.md).",
+        "the settings it changes, docs/deviations.md); flashrag (the baselines ReSP Table 2 "
+        "reprints from FlashRAG's benchmark): FlashRAG's prompts, passage format and decoding "
+        "(temperature 1.0, top_p 1.0, 32 tokens).",
     )
     temperature: float | None = setting(
         None,

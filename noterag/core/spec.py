@@ -157,6 +157,7 @@ class Deps:
             task=state.get("task") or ctx.task,
             dense=self.dense,
             original=self.original_profile,
+            flashrag="flashrag" in self.prompts,
         )
 
     def model_for(self, stage: str, *, stream: bool = False) -> Any:
