@@ -31,7 +31,7 @@ $(VENV)/.installed: pyproject.toml
 	  CMAKE_ARGS="$(LLAMA_CMAKE)" $(PY) -m pip wheel --quiet --no-deps --no-cache-dir \
 	    'llama-cpp-python==$(LLAMA_VERSION)' -w $(LLAMA_WHEELS)
 	$(PY) -m pip install --quiet --find-links $(LLAMA_WHEELS) 'llama-cpp-python[server]==$(LLAMA_VERSION)'
-	$(PY) -m pip install --quiet -e '.[dev,local,es,dense,align,ray,postgres,langchain]'
+	$(PY) -m pip install --quiet -e '.[dev,local,es,dense,align,ray,postgres,langchain,eval]'
 	touch $@
 
 install: $(VENV)/.installed

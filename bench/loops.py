@@ -52,13 +52,22 @@ def bare_loop(perform: Perform) -> Any:
 
 
 def same_graph(
-    builder: Any, take: Callable[[], tuple[str, Any, Any]], perform: Perform, label: str
+    builder: Any,
+    take: Callable[[], tuple[str, Any, Any]],
+    perform: Perform,
+    label: str,
+    *,
+    runnable_nodes: bool = False,
 ) -> Any:
     """LangGraph's own cost of a method's graph: its ``builder``'s state schema, nodes, edges,
     routes (the method's own conditional-edge paths) and retry policies, each node a plain async
     function that takes the next recorded step (``take()``: its node, its effects, the update
     the node wrote; see ``task_steps``), makes the effects through ``perform`` and returns the
-    update. What the method costs beyond this is noterag's code in its nodes."""
+    update. What the method costs beyond this is noterag's code in its nodes. ``runnable_nodes``:
+    each node a ``RunnableLambda`` over that function, as noterag's nodes are (the public way to
+    give a node a sync and an async body; LangChain opens a run for it): what the method costs
+    beyond that is the code inside noterag's nodes alone."""
+    from langchain_core.runnables import RunnableLambda
     from langgraph.graph import StateGraph
 
     def replaying(name: str) -> Any:
@@ -70,7 +79,7 @@ def same_graph(
             return update
 
         node.__name__ = name
-        return node
+        return RunnableLambda(node, name=name) if runnable_nodes else node
 
     graph = StateGraph(
         builder.state_schema,

@@ -7,12 +7,21 @@ answers each prompt stage plausibly, so the graphs take their usual paths; its t
 are whitespace words (prompt and reply), not a tokenizer's, so read the token figures as an
 order of magnitude. The endpoint recognises a method's stages from the prompt templates it
 declares (bench/sim_endpoint.py), so a method added later is measured on its own loop; check
-the ``steps/q`` column. A method the endpoint cannot serve (Self-RAG reads the reflection
-tokens only a Self-RAG-trained model writes) is measured with tests/scripted.py's scripted
-model instead (every token certain, Self-RAG's reflection tokens from its stand-in), which
-counts tokens the same way; its entry says so (``"model": "scripted"``). Each entry also
-keeps the loop's mean ``steps`` per question and a fingerprint of the profile's prompt texts
-(``prompts``), which tells a stale entry.
+the ``steps/q`` column. A method only a specially trained model can run (its ``MethodSpec``
+declares a ``stand_in``: Self-RAG reads the reflection tokens only a Self-RAG-trained model
+writes) is measured, where the endpoint fails it, with tests/scripted.py's scripted model
+instead (every token certain, the reflection tokens from its stand-in, its search script's
+replies), which counts tokens the same way; its entry says so (``"model": "scripted"``). Each
+entry also keeps the loop's mean ``steps`` per question and a fingerprint of the profile's
+prompt texts (``prompts``), which tells a stale entry; an entry whose ``steps`` reach the
+method's ``max_steps`` is marked ``"at_cap": true`` (its loop never stopped before the cap on
+the simulated replies: its cost is the cap's), with a line saying so.
+
+A measurement that fails is never recorded: a question ending in an error on the simulated
+endpoint, or an error in the method's declaration (``MethodError``, refused when its graph is
+built), is a broken method. The script then writes the other entries, leaves that one out, and
+exits non-zero naming it (so ``make register`` fails). Only a profile the sample cannot run (a
+data file it needs) is kept as ``not_measured``.
 
 Writes the per-method means to noterag/data/method_costs.json (read by noterag.reproduce.plan)
 and to bench/results/method_costs.json, and prints them. With no option every registered
@@ -43,6 +52,8 @@ from sim_endpoint import SimModel, declared_prompts, start
 
 import noterag
 from noterag.base.errors import NoteragError
+from noterag.core.context import resolve_context
+from noterag.core.spec import MethodError
 from noterag.eval import run_eval
 from noterag.registry.methods import METHODS
 from noterag.retrievers.sample import sample_index
@@ -73,44 +84,76 @@ def mean_steps(run_dir: Path) -> float | None:
     return round(sum(steps) / len(steps), 2) if steps else None
 
 
+def max_steps(method: str, profile: str) -> int | None:
+    """The method's ``max_steps`` under ``profile``'s settings (None: it has no such setting)."""
+    ctx = resolve_context(METHODS[method].context, {"profile": profile})
+    value = getattr(ctx, "max_steps", None)
+    return value if isinstance(value, int) else None
+
+
+def models(method: str, url: str) -> list[tuple[str, Any, dict[str, Any]]]:
+    """What ``method`` is measured with, in turn: (label, model, settings). The simulated
+    endpoint; for a method only a specially trained model runs (``MethodSpec.stand_in``), the
+    scripted stand-in after it, taking the method's search path (its ``search_script``). Any
+    other method the endpoint fails is broken: a stand-in answering "ok" would measure a run
+    that never took its search path (two calls, no step), and hide the failure."""
+    spec = METHODS[method]
+    tried: list[tuple[str, Any, dict[str, Any]]] = [("sim", f"openai:sim@{url}", {})]
+    if spec.stand_in is not None:
+        stand_in = ScriptedModel.searching(method)
+        tried.append(("scripted", stand_in, dict(spec.search_script.settings)))
+    return tried
+
+
 def measure(
     runs: list[tuple[str, str]], work: Path, url: str
-) -> tuple[dict[str, dict], dict[str, dict], list[dict]]:
-    """Each (method, profile)'s means; and the runs the sample cannot run, with why."""
+) -> tuple[dict[str, dict], dict[str, dict], list[dict], dict[str, str]]:
+    """Each (method, profile)'s means; the runs the sample cannot run, with why; and the runs
+    that failed (a broken method), with why."""
     costs: dict[str, dict] = {}
     failed: dict[str, dict] = {}
+    broken: dict[str, str] = {}
     rows: list[dict] = []
     index = sample_index(work)
     day = time.strftime("%Y-%m-%d", time.gmtime())
     for method, profile in runs:
         key = f"{method}/{profile}"
-        why = "no answer"
-        for label, model in (
-            ("sim", f"openai:sim@{url}"),
-            ("scripted", ScriptedModel.for_method(method)),
-        ):
+        why, unrunnable, summary = "no answer", False, None
+        for label, model, settings in models(method, url):
             run_dir = work / f"{key.replace('/', '.')}.{label}"
             try:
-                summary = run_eval(
+                result = run_eval(
                     method,
                     QUESTIONS,
                     run_dir,
                     index=f"bm25:{index}",
                     model=model,
-                    context={"profile": profile},
+                    context={"profile": profile} | settings,
                     progress=False,
                     concurrency=1,
                 )
+            except MethodError as exc:  # the method's own bug: no other model will do
+                why, unrunnable = str(exc), False
+                print(f"{key} ({label}): {exc}", file=sys.stderr)
+                break
             except NoteragError as exc:  # a method the sample cannot run: say so, go on
-                why = str(exc)
+                why, unrunnable = str(exc), True
                 print(f"{key} ({label}): not measured: {exc}", file=sys.stderr)
                 continue
-            if summary["n"] > summary["n_errors"]:
+            if not result["n_errors"]:
+                summary = result
                 break
-            why = str(summary["first_error"])
-            print(f"{key} ({label}): {summary['first_error']}", file=sys.stderr)
-        else:
-            failed[key] = {"why": why, "prompts": fingerprint(method, profile)}
+            why, unrunnable = str(result["first_error"]), False
+            print(
+                f"{key} ({label}): {result['n_errors']} of {result['n']} questions failed: "
+                f"{result['first_error']}",
+                file=sys.stderr,
+            )
+        if summary is None:
+            if unrunnable:
+                failed[key] = {"why": why, "prompts": fingerprint(method, profile)}
+            else:
+                broken[key] = why
             continue
         answered = summary["n"] - summary["n_errors"]
         cost = summary["cost"]
@@ -124,8 +167,17 @@ def measure(
             "prompts": fingerprint(method, profile),
             "measured": day,
         }
+        cap = max_steps(method, profile)
+        if cap is not None and costs[key]["steps"] is not None and costs[key]["steps"] >= cap:
+            costs[key]["at_cap"] = True
+            print(
+                f"{key}: measured at the cap: {costs[key]['steps']} steps per question = its "
+                f"max_steps {cap}; its loop never stopped earlier on the simulated replies, so "
+                f"this is the cap's cost (expected only of a method that always runs max_steps; "
+                f"else check its stop rule)"
+            )
         rows.append({"run": key, **costs[key]})
-    return costs, failed, rows
+    return costs, failed, rows, broken
 
 
 def registered_runs() -> list[tuple[str, str]]:
@@ -178,7 +230,7 @@ def main() -> None:
         server, url = start(SimModel(0.0, 0.0, seed=0))
         try:
             with tempfile.TemporaryDirectory() as tmp:
-                costs, failed, rows = measure(runs, Path(tmp), url)
+                costs, failed, rows, broken = measure(runs, Path(tmp), url)
         finally:
             server.shutdown()
         print_table(
@@ -191,12 +243,13 @@ def main() -> None:
                 ("steps", "steps/q", ".2f"),
                 ("prompt_tokens", "prompt tok/q", ".0f"),
                 ("completion_tokens", "completion tok/q", ".0f"),
+                ("at_cap", "at max_steps", ""),
             ],
         )
         for key, entry in failed.items():
             print(f"{key}: not measured: {entry['why']}")
     else:
-        costs, failed = {}, {}
+        costs, failed, broken = {}, {}, {}
         print(f"every registered method and profile is measured in {OUT}")
     measured = {f"{method}/{profile}" for method, profile in runs}
     keep = args.missing or bool(args.methods)  # else the file is rewritten from this run alone
@@ -217,6 +270,14 @@ def main() -> None:
         OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         print(f"written to {OUT}")
     print(f"written to {write_results('method_costs', data)}")
+    if broken:  # left out of the file: make register fails, naming each
+        sys.exit(
+            "\n".join(
+                f"error: {key} not measured: {why}; fix the method (`noterag ask -m "
+                f"{key.split('/')[0]} ...` shows the same error) and run `make register` again"
+                for key, why in broken.items()
+            )
+        )
     methods = {key.split("/")[0] for key in data["costs"]}
     unmeasured = [method for method in METHODS if method not in methods]
     if unmeasured:  # no profile of theirs runs on the sample: no estimate for their runs

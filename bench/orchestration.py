@@ -9,7 +9,7 @@ token, default 100 ms + 2 ms/token). Printed per method:
   the HTTP request (openai client's ``_send_request``: connect, send, the endpoint's work,
   reading the reply);
 - retrieval time: the time inside retriever calls (LangChain retriever spans);
-- overhead = wall - (model + retrieval), as a share of wall (target <= 2 %), and its split:
+- overhead = wall - (model + retrieval), as a share of wall, and its split:
   "client" = inside the chat model's LangChain span but outside HTTP (message conversion,
   request building, reply parsing in langchain-openai and the openai client), "graph" = the
   rest (LangGraph, noterag's nodes, LangChain callback dispatch);
@@ -25,7 +25,8 @@ token, default 100 ms + 2 ms/token). Printed per method:
   graph step's, as the run sent them) made again by a plain ``ChatOpenAI`` loop (LangChain's
   and the openai client's own overhead) and by LangGraph running the method's own graph with
   plain nodes over it (``http_loops``), under the same callback: their overhead beside the
-  method's, and what the 2 % target leaves noterag above them.
+  method's (target: a note method's overhead at most 1 point of wall above that same-graph
+  loop's).
 
 Then the orchestration's CPU floor, without HTTP, for one method of each family (the note
 loop: DeepNote; ReSP; Amber; a one-call baseline: vanilla RAG; ``--floor-methods``): the
@@ -34,18 +35,18 @@ method through a scripted model and a keyword retriever (tests/scripted.py; the 
 LangGraph loops that make the same model calls (same prompts, same stage metadata) and the same
 searches through the same model and retriever, under ``ainvoke`` as the eval runner does:
 
-- the bare loop: one graph step per call or search, a three-field state (the framework's floor;
-  target: DeepNote <= 1.10x);
+- the bare loop: one graph step per call or search, a three-field state (the framework's floor);
 - the same-steps loop: the graph steps the method's nodes took (the question step and any step
   that made no call included), each making that node's calls: what the number of steps costs;
 - the same-graph loop: the method's own graph (its state schema, nodes, edges, conditional-edge
   routes, retry policies), each node a plain async function that makes its node's calls and
   returns the update the node wrote: LangGraph's cost of the method's graph, so that the method
-  over it is noterag's own code.
+  over it is noterag's own code (target: DeepNote <= 1.15x).
 
 Printed: CPU ms per model call of the four and the method's ratio to each (and to the bare loop
-in every round), then where the method's CPU goes: the top entries by own time under noterag
-and under langgraph of one profiled pass (cProfile on CPU time). The sides are timed in turn
+in every round), then where the method's CPU goes: the top entries by own time under noterag,
+under langchain-core (the Runnables a node and a model call run through) and under langgraph of
+one profiled pass (cProfile on CPU time). The sides are timed in turn
 question by question (a busy machine slows them alike), the median of ``--floor-rounds``
 rounds.
 
@@ -92,8 +93,13 @@ from noterag.retrievers import load_retriever
 from noterag.retrievers.base import SearchMixin
 from noterag.retrievers.sample import sample_index, sample_questions
 
-TARGET_OVERHEAD = 2.0  # % of wall, at the HTTP request (issue 36)
-TARGET_FLOOR = 1.10  # DeepNote's CPU per call over the bare loop's (issue 36)
+# Issue 41's targets: noterag's own code over LangGraph running the same graph with plain nodes
+# (DeepNote, no HTTP); at the HTTP request, a note method's overhead above that same-graph loop's
+# (points of wall); wall over the critical path
+TARGET_OWN_CODE = 1.15
+TARGET_ABOVE_GRAPH = 1.0
+TARGET_CRITICAL = 1.10
+NOTE_METHODS = ("adaptive-note", "deepnote", "amber", "resp")
 
 # Calls of these stages, when consecutive, may run concurrently.
 CONCURRENT = {"chunk_filter", "sentence_filter", "global_summary", "local_summary"}
@@ -412,7 +418,9 @@ def _performer(model: Any, retriever: Any) -> Any:
     return perform
 
 
-def graph_loop(method_graph: Any, model: Any, retriever: Any) -> Any:
+def graph_loop(
+    method_graph: Any, model: Any, retriever: Any, *, runnable_nodes: bool = False
+) -> Any:
     """LangGraph's own cost of the method's graph (bench/loops.py's ``same_graph``): each node a
     plain async function that makes the effects its node made and returns the update it wrote
     (recorded from a run). What the method costs beyond this is noterag's code in its nodes.
@@ -420,7 +428,11 @@ def graph_loop(method_graph: Any, model: Any, retriever: Any) -> Any:
     ``[(node, effects, update), ...]``."""
     pending: list[Any] = []
     compiled = same_graph(
-        method_graph.builder, pending.pop, _performer(model, retriever), "orchestration"
+        method_graph.builder,
+        pending.pop,
+        _performer(model, retriever),
+        "orchestration",
+        runnable_nodes=runnable_nodes,
     )
 
     async def replay(question: str, plan: list[Any]) -> None:
@@ -490,6 +502,7 @@ async def bench_floor(
     calls = sum(1 for entry in expected if entry[0] == "ask")
     loop = bare_loop(_performer(model, retriever))
     replay_graph = graph_loop(graph, model, retriever)
+    replay_runnables = graph_loop(graph, model, retriever, runnable_nodes=True)
 
     async def ask(question: str) -> None:
         await graph.ainvoke({"question": question})
@@ -501,8 +514,9 @@ async def bench_floor(
         await replay(plan)
     for question, plan in list(zip(questions, same_graph, strict=True))[:2]:
         await replay_graph(question, plan)
+        await replay_runnables(question, plan)
     # Timed in turn question by question, so that the sides share the machine's load.
-    sides = ("method", "loop", "steps", "graph")
+    sides = ("method", "loop", "steps", "graph", "runnables")
     cpu: dict[str, list[float]] = {side: [] for side in sides}
     for r in range(rounds):
         spent = dict.fromkeys(cpu, 0.0)
@@ -514,12 +528,17 @@ async def bench_floor(
             cpu0 = time.process_time()
             await replay_graph(question, same_graph[i])
             spent["graph"] += time.process_time() - cpu0
+            cpu0 = time.process_time()
+            await replay_runnables(question, same_graph[i])
+            spent["runnables"] += time.process_time() - cpu0
         for key, value in spent.items():
             cpu[key].append(value)
         assert log == [e for run in runs for _ in sides for e, _ in run], (
             f"round {r + 1}: a side made other calls"
         )
-    method_cpu, loop_cpu, steps_cpu, graph_cpu = (statistics.median(cpu[k]) for k in sides)
+    method_cpu, loop_cpu, steps_cpu, graph_cpu, runnables_cpu = (
+        statistics.median(cpu[k]) for k in sides
+    )
     return {
         "method": method,
         "questions": len(questions),
@@ -535,6 +554,9 @@ async def bench_floor(
         "steps_ratio": method_cpu / steps_cpu,
         "graph_loop_ms_per_call": 1000 * graph_cpu / calls,
         "graph_ratio": method_cpu / graph_cpu,
+        # the same graph with each node a RunnableLambda (LangChain's run per node, as noterag's)
+        "runnables_loop_ms_per_call": 1000 * runnables_cpu / calls,
+        "runnables_ratio": method_cpu / runnables_cpu,
         # LangGraph's cost of the method's steps, and of its graph, before noterag's code runs
         "steps_over_loop": steps_cpu / loop_cpu,
         "graph_over_loop": graph_cpu / loop_cpu,
@@ -543,18 +565,22 @@ async def bench_floor(
 
 
 # Where the profile's entries are read: noterag's own code (the package's folders, not the
-# benchmarks' or the tests') and LangGraph's.
+# benchmarks' or the tests'), langchain-core's and LangGraph's.
 _REPO = Path(__file__).resolve().parents[1]
 _OURS = tuple(str(_REPO / d) + "/" for d in ("noterag", "graphs", "nodes", "prompts", "retrievers"))
 
 
 def _short(path: str) -> str | None:
-    """A profiled file as noterag/... or langgraph/..., None for any other."""
+    """A profiled file as noterag/..., langchain_core/... or langgraph/..., None for any other."""
     if path.startswith(_OURS):
         return str(Path(path).relative_to(_REPO))
-    if "/site-packages/langgraph/" in path:
-        return "langgraph/" + path.split("/site-packages/langgraph/", 1)[1]
+    for package in _THEIRS:
+        if f"/site-packages/{package}" in path:
+            return package + path.split(f"/site-packages/{package}", 1)[1]
     return None
+
+
+_THEIRS = ("langchain_core/", "langgraph/")
 
 
 async def _profile(
@@ -584,10 +610,11 @@ async def _profile(
                 }
             )
     rows.sort(key=lambda row: -row["share"])
-    # the top of each, so that a regression in noterag's own code shows beside LangGraph's
-    ours = [row for row in rows if not row["function"].startswith("langgraph/")]
-    theirs = [row for row in rows if row["function"].startswith("langgraph/")]
-    return ours[:top] + theirs[:top]
+    # the top of each, so that a regression in noterag's own code shows beside LangChain's and
+    # LangGraph's
+    ours = [row for row in rows if not row["function"].startswith(_THEIRS)]
+    theirs = [[row for row in rows if row["function"].startswith(p)][:top] for p in _THEIRS]
+    return ours[:top] + [row for rows_of in theirs for row in rows_of]
 
 
 def print_floor(floors: list[dict[str, Any]]) -> None:
@@ -610,38 +637,48 @@ def print_floor(floors: list[dict[str, Any]]) -> None:
             ("steps_ratio", "ratio", ".3f"),
             ("graph_loop_ms_per_call", "same-graph loop", ".3f"),
             ("graph_ratio", "ratio", ".3f"),
+            ("runnables_loop_ms_per_call", "its nodes Runnables", ".3f"),
+            ("runnables_ratio", "ratio", ".3f"),
         ],
     )
     print(
         "bare loop: one graph step per call or search, a three-field state; same-steps loop: "
         "the graph steps the method's nodes ran, each making that node's calls; same-graph "
         "loop: the method's own graph (state, nodes, edges, routes) with nodes that only make "
-        "the calls and return the recorded update. ratio = noterag / that loop: to the bare "
-        "loop, everything; to the same-graph loop, noterag's own code"
+        "the calls and return the recorded update (plain async functions; then each a "
+        "RunnableLambda, as noterag's nodes are: LangChain opens a run for each). ratio = "
+        "noterag / that loop: to the bare loop, everything; to the same-graph loop, noterag's "
+        "own code (with the Runnables, the code inside its nodes alone)"
     )
     for floor in floors:
         spread = ", ".join(f"{r:.3f}" for r in sorted(floor["ratio_rounds"]))
         print(f"  {floor['method']}: ratio to the bare loop over the rounds: {spread}")
-    print(f"target: DeepNote's ratio to the bare loop <= {TARGET_FLOOR:.2f}x")
+    print(
+        f"target: DeepNote's own code (the ratio to its same-graph loop) <= {TARGET_OWN_CODE:.2f}x"
+    )
     # the ratio as a product: what LangGraph costs for the method's steps and graph before any of
     # noterag's code runs (the floor the target must leave room above), then noterag's own code
     for floor in floors:
         print(
             f"  {floor['method']}: LangGraph alone, the method's steps "
             f"{floor['steps_over_loop']:.3f}x and its graph {floor['graph_over_loop']:.3f}x the "
-            f"bare loop; noterag's own code {floor['graph_ratio']:.3f}x over its graph"
+            f"bare loop; noterag's own code {floor['graph_ratio']:.3f}x over its graph "
+            f"({floor['runnables_ratio']:.3f}x over it with Runnable nodes)"
         )
     for floor in floors:
         if floor["method"] == "deepnote":
+            met = "met" if floor["graph_ratio"] <= TARGET_OWN_CODE else "missed"
+            inside = "met" if floor["runnables_ratio"] <= TARGET_OWN_CODE else "missed"
             print(
-                f"bound: deepnote: the {TARGET_FLOOR:.2f}x target leaves noterag's own code "
-                f"{TARGET_FLOOR / floor['graph_over_loop']:.3f}x over its graph (LangGraph alone "
-                f"takes {floor['graph_over_loop']:.3f}x); it takes {floor['graph_ratio']:.3f}x"
+                f"deepnote: noterag's own code {floor['graph_ratio']:.3f}x over its graph with "
+                f"plain nodes: the {TARGET_OWN_CODE:.2f}x target {met}; the code inside its "
+                f"nodes {floor['runnables_ratio']:.3f}x over the graph with Runnable nodes: {inside}"
             )
     for floor in floors:
         print(
             f"where {floor['method']}'s CPU goes (cProfile, own time, the top entries under "
-            "noterag, then under langgraph; us/call = share x the measured ms/call):"
+            "noterag, then under langchain-core, then under langgraph; us/call = share x the "
+            "measured ms/call):"
         )
         for row in floor["top"]:
             print(
@@ -650,8 +687,9 @@ def print_floor(floors: list[dict[str, Any]]) -> None:
 
 
 def print_http_bound(results: list[dict[str, Any]]) -> None:
-    """What the overhead target leaves noterag: the overhead of the loops making the method's
-    requests without it (``http_loops``), in ms a question and as a share of the method's wall."""
+    """The overhead of the loops making the method's requests without it (``http_loops``), in
+    ms a question and as a share of the method's wall, and the method's own above its graph's
+    against the target (note methods: at most ``TARGET_ABOVE_GRAPH`` points of wall)."""
     print(
         "bound: the same requests one question at a time, without noterag (ms of overhead a "
         "question; % of the method's wall): a plain ChatOpenAI loop, then LangGraph running "
@@ -659,14 +697,16 @@ def print_http_bound(results: list[dict[str, Any]]) -> None:
     )
     for r in results:
         wall_ms = 1000 * r["wall_s"]
-        budget = TARGET_OVERHEAD / 100 * wall_ms
+        above = 100 * (r["overhead_ms"] - r["same_graph_overhead_ms"]) / wall_ms
+        verdict = ""
+        if r["method"] in NOTE_METHODS:
+            met = "met" if above <= TARGET_ABOVE_GRAPH else "missed"
+            verdict = f" (target <= {TARGET_ABOVE_GRAPH:g} point: {met})"
         print(
             f"  {r['method']:14} ChatOpenAI {r['chat_loop_overhead_ms']:5.1f} ms "
             f"({100 * r['chat_loop_overhead_ms'] / wall_ms:.2f}%), its graph "
             f"{r['same_graph_overhead_ms']:5.1f} ms ({100 * r['same_graph_overhead_ms'] / wall_ms:.2f}%); "
-            f"the {TARGET_OVERHEAD:g}% target ({budget:.1f} ms) leaves noterag "
-            f"{budget - r['same_graph_overhead_ms']:+.1f} ms above its graph, it takes "
-            f"{r['overhead_ms'] - r['same_graph_overhead_ms']:+.1f} ms"
+            f"noterag {above:+.2f} points of wall above its graph{verdict}"
         )
 
 
@@ -734,7 +774,8 @@ def main() -> None:
             + ", ".join(f"{k} {v:.1f}" for k, v in r["calls_by_stage"].items())
         )
     print(
-        f"targets: overhead <= {TARGET_OVERHEAD:g} % of wall; wall / critical path <= 1.10x; no duplicate calls"
+        f"targets: a note method's overhead <= {TARGET_ABOVE_GRAPH:g} point of wall above its "
+        f"same-graph loop's; wall / critical path <= {TARGET_CRITICAL:.2f}x; no duplicate calls"
     )
     print_http_bound(results)
     print_floor(floors)

@@ -60,12 +60,12 @@ from langgraph.graph import END, StateGraph
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import setting
-from noterag.core.decision import single_pass, stop_check
+from noterag.core.decision import Decision, single_pass, stop_check
 from noterag.core.profiles import Profile
 from noterag.core.progress import Line, Part
-from noterag.core.spec import Deps, MethodSpec
+from noterag.core.spec import Deps, MethodSpec, SearchScript
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.core.step import node, on_loop
+from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.ircot import ENTRY_CARDS as IRCOT_CARDS
 from noterag.graphs.ircot import GREEDY, IRCoTContext, ircot_stop
@@ -190,15 +190,12 @@ def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     graph.add_node("retrieve", node(on_route(retrieve, "vanilla"), deps))
     graph.add_node("ircot_retrieve", node(on_route(ircot.retrieve, "ircot"), deps))
     graph.add_node("reason", node(on_route(ircot.reason, "ircot"), deps))
-    graph.add_node(
-        "stop_check",
-        stop_check(adaptive_rag_stop, deps, go_on="ircot_retrieve", record=single_pass_record),
-    )
+    check = Decision(adaptive_rag_stop, go_on="ircot_retrieve", record=single_pass_record)
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "classify")
-    graph.add_conditional_edges(
-        "classify", on_loop(first_step, trace=True), list(FIRST_STEP.values())
-    )
+    graph.add_conditional_edges("classify", first_step, list(FIRST_STEP.values()))
     graph.add_edge("retrieve", "stop_check")
     graph.add_edge("ircot_retrieve", "reason")
     graph.add_edge("reason", "stop_check")
@@ -289,6 +286,14 @@ SPEC = AdaptiveRAGSpec(
     trace_view=TRACE_VIEW,
     progress={"complexity": COMPLEXITY, "thought": IRCOT_PROGRESS["thought"]},
     paper_profile=GREEDY,
+    # a stand-in classifies the question multi-step (C): IRCoT searches for each reasoning
+    # sentence until one says the answer
+    search_script=SearchScript(
+        {
+            "classify": "C",
+            "reason": ["The bridge was designed by an architect.", "So the answer is: 1871."],
+        }
+    ),
 )
 
 build = builder(SPEC)

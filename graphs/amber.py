@@ -43,7 +43,7 @@ from noterag.core.profiles import AMBER_PAPER, Profile
 from noterag.core.progress import Declared, Line, Part
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import AmberOutput, AmberState
-from noterag.core.step import node, on_loop
+from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.amber import (
     accumulate,
@@ -87,13 +87,14 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "chunk_filter")
     graph.add_edge("chunk_filter", "sentence_filter")
-    graph.add_conditional_edges("sentence_filter", on_loop(draft, trace=True))
+    graph.add_conditional_edges("sentence_filter", draft)
     graph.add_edge("init_memory", "reviewer")
     graph.add_edge("accumulate", "reviewer")
     graph.add_edge("reviewer", "challenger")
     graph.add_edge("challenger", "refiner")
     graph.add_edge("refiner", "memory_update")
     graph.add_edge("memory_update", "sufficiency")
+    graph.add_conditional_edges("sufficiency", collect.route, collect.routes)
     graph.add_edge("refine_query", "retrieve")
     graph.add_edge("answer", END)
 

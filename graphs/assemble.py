@@ -1,10 +1,13 @@
 """A method's graph, assembled from its declaration (``MethodSpec``, noterag.core.spec).
 
 What every method shares around its own wiring lives here, above the steps and prompts it
-uses and below the registry: the ``question`` step (noterag.core.question, a follow-up rewritten
-with ``prompts.conversation``), the route of each deciding step, the answer's human review
-(``nodes.human``), and the factory a graph module names in langgraph.json. A graph module
-says ``build = builder(SPEC)`` and ``make_graph = server_graph(SPEC)``.
+uses and below the registry, each piece added by one named call of ``build``: the ``question``
+step (``add_question``: noterag.core.question, a follow-up rewritten with
+``prompts.conversation``), the answer's human review (``add_answer_review``: ``nodes.human``)
+and the search retries (``add_search_retries``); and the factory a graph module names in
+langgraph.json. A method's own wiring (``MethodSpec.wire``) adds its steps and every route
+between them, its stop rules' conditional edges included. A graph module says
+``build = builder(SPEC)`` and ``make_graph = server_graph(SPEC)``.
 """
 
 from __future__ import annotations
@@ -14,15 +17,17 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command
+from langgraph.runtime import Runtime
 
+from noterag.core.checks import check_method
 from noterag.core.policy import ServerPolicy, check_run_settings
 from noterag.core.question import question_step
-from noterag.core.retry import SEARCH_RETRY, searches
+from noterag.core.retry import SEARCH_RETRY
 from noterag.core.spec import Deps, MethodError, MethodSpec, check_run_prompts
 from noterag.core.state import QuestionInput, declared_keys
-from noterag.core.step import StepRunnable, decision_of, node, run_context
+from noterag.core.step import node, run_context
 from noterag.nodes.human import review_answer, review_routes, reviews
 from noterag.prompts.conversation import CONDENSE, ROLE_PREFIX
 
@@ -44,9 +49,9 @@ def build(
     **role_models: Any,
 ) -> Any:
     """The compiled graph of the method ``spec``: the question step (a follow-up rewritten
-    with ``prompts.conversation``), then the method's own wiring, then what
-    every method shares: each deciding step's route (a conditional edge, see
-    ``noterag.core.decision.Decision``) and the answer's human review. ``checkpointer``, ``store``
+    with ``prompts.conversation``), then the method's own wiring (its steps and every route
+    between them), then what every method shares: the answer's human review and the search
+    retries. ``checkpointer``, ``store``
     and ``cache`` are LangGraph's (``InMemorySaver()``, ``SqliteSaver``, ``PostgresSaver``;
     ``InMemoryStore()``; ``InMemoryCache()``), given to ``compile``; None: none."""
     if spec.queries is not None and spec.queries not in (
@@ -63,12 +68,12 @@ def build(
         input_schema=QuestionInput,
         output_schema=spec.output,
     )
-    graph.add_node("question", cast(Any, question_step(spec.state, deps, CONDENSE, ROLE_PREFIX)))
-    graph.add_edge(START, "question")
+    add_question(graph, deps)
     spec.wire(graph, deps)
-    wire_decisions(graph, spec)
-    wire_answer_review(graph, deps)
-    wire_retries(graph)
+    check_method(spec, graph)  # a contributor's mistakes, before any call (noterag.core.checks)
+    check_routes(graph, spec)
+    add_answer_review(graph, deps)
+    add_search_retries(graph)
     return graph.compile(name=spec.name, checkpointer=checkpointer, store=store, cache=cache)
 
 
@@ -83,76 +88,61 @@ def builder(spec: MethodSpec) -> Callable[..., Any]:
     return build_method
 
 
-def wire_retries(graph: StateGraph[Any, Any, Any, Any]) -> None:
-    """LangGraph's ``RetryPolicy`` for every node that searches (``noterag.core.retry.SEARCH_RETRY``:
-    a search failing for a moment runs its node again) that a method has not given its own."""
+def add_question(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
+    """Every graph starts with the ``question`` step (noterag.core.question): the run's question,
+    a chat's follow-up rewritten with ``prompts.conversation``. A method's wiring goes on from
+    it (``graph.add_edge("question", ...)``)."""
+    graph.add_node(
+        "question", cast(Any, question_step(deps.state_schema, deps, CONDENSE, ROLE_PREFIX))
+    )
+    graph.add_edge(START, "question")
+
+
+def check_routes(graph: StateGraph[Any, Any, Any, Any], spec: MethodSpec) -> None:
+    """A step's conditional edge is its one route to its targets: a step that also declares one
+    of them as a ``Command`` destination (``add_node(destinations=...)``) is refused, since
+    LangGraph's drawer then finds two edges to the same node, one labelled None, and fails
+    sorting them (``get_graph()``, Studio's graph pane, raised TypeError)."""
+    for name, branches in graph.branches.items():
+        routed = {target for branch in branches.values() for target in (branch.ends or {}).values()}
+        if twice := sorted(routed & set(graph.nodes[name].ends or ())):
+            raise MethodError(
+                f"{spec.name}: step {name!r} routes to {', '.join(twice)} by its conditional "
+                f"edge; drop them from its add_node(destinations=...)"
+            )
+
+
+def add_search_retries(graph: StateGraph[Any, Any, Any, Any]) -> None:
+    """LangGraph's ``RetryPolicy`` for the searches (``noterag.core.retry.SEARCH_RETRY``: a search
+    failing for a moment runs its node again) on every node a method has not given its own
+    policy: the policy retries only an exception a search raised, so a node that never searches
+    is never run again."""
     for node_spec in graph.nodes.values():
-        if node_spec.retry_policy is None and searches(node_spec.runnable):
+        if node_spec.retry_policy is None:
             node_spec.retry_policy = SEARCH_RETRY
 
 
-def wire_decisions(graph: StateGraph[Any, Any, Any, Any], spec: MethodSpec) -> None:
-    """The route of every step that decides (``noterag.core.decision.Decision``), as a conditional
-    edge from it: LangGraph re-runs a node's edges when ``update_state`` writes as that node. A
-    step deciding by a rule the method does not declare (``MethodSpec.stops``) is refused.
-
-    The edge is the step's one route to its destinations, and what Studio draws: a step that
-    also declares one of them as a ``Command`` destination (``add_node(destinations=...)``) is
-    refused, since LangGraph's drawer (``langgraph.pregel._draw``) then finds two edges to the
-    same node, one labelled None, and fails sorting them (``get_graph()`` raised TypeError)."""
-    for name, node_spec in list(graph.nodes.items()):
-        decision = decision_of(node_spec.runnable)
-        if decision is not None:
-            if decision.rule not in spec.stops:
-                declared = ", ".join(rule.__name__ for rule in spec.stops) or "none"
-                raise MethodError(
-                    f"{spec.name}: step {name!r} stops by {decision.rule.__name__}, which the "
-                    f"method does not declare; add it to its MethodSpec.stops (declared: "
-                    f"{declared})"
-                )
-            if twice := sorted(set(node_spec.ends or ()) & set(decision.destinations)):
-                raise MethodError(
-                    f"{spec.name}: step {name!r} routes to {', '.join(twice)} by its decision's "
-                    f"conditional edge; drop them from its add_node(destinations=...)"
-                )
-            graph.add_conditional_edges(name, decision.edge(), decision.routes)
-
-
-def wire_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
+def add_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     """A method that ends with ``answer`` gets the answer's human review after it
-    (``nodes.human.review_answer``): when the run's ``human_review`` asks for it, the answer
-    node's update goes on to the review (a ``Command``; a review's reject goes back to
-    ``answer`` instead, where the method can retrieve more: ``nodes.human.review_routes``).
-    Decided in the node, where the run's context is at hand: an edge's path would need
-    LangGraph to hand it the runtime, through a thread hop under ainvoke."""
+    (``nodes.human.review_answer``): the method's edge from ``answer`` to the end becomes a
+    conditional edge, to the review when the run's ``human_review`` asks for it, else to the end.
+    A review's reject goes back to ``answer`` (a ``Command``) where the method can retrieve more
+    (``nodes.human.review_routes``), as the note's review in ``answer`` does: declared as those
+    steps' destinations, so Studio draws those routes for the methods that take them and no
+    others."""
     if ("answer", END) not in graph.edges:
         return
-    answer: Any = graph.nodes["answer"].runnable  # a Runnable: every method's answer is a node()
+    graph.edges.discard(("answer", END))  # replaced by the route below, which includes END
 
-    def then_review(update: Any, config: Any, runtime: Any) -> Any:
-        answered = isinstance(update, dict) and update.get("answer") is not None
-        if answered:
-            ctx = run_context(deps.context_schema, runtime.context, config.get("configurable"))
-            if reviews(ctx, "answer"):
-                return Command(goto="review_answer", update=update)
-        return update
+    def review_or_end(state: Any, config: RunnableConfig, runtime: Runtime) -> str:
+        ctx = run_context(deps.context_schema, runtime.context, config.get("configurable"))
+        answered = state.get("answer") is not None
+        return "review_answer" if answered and reviews(ctx, "answer") else END
 
-    def answer_then_review(state: Any, config: Any, runtime: Any) -> Any:
-        return then_review(answer.invoke(state, config), config, runtime)
-
-    async def aanswer_then_review(state: Any, config: Any, runtime: Any) -> Any:
-        return then_review(await answer.ainvoke(state, config), config, runtime)
-
-    graph.nodes["answer"].runnable = StepRunnable(
-        answer_then_review, aanswer_then_review, name=answer.name or "answer"
-    )
-    # A reject goes back to answer (a Command) only where the reviews can retrieve more
-    # (nodes.human.review_routes): declared there and nowhere else, so Studio draws those
-    # routes for the methods that take them and no others. END too: LangGraph's drawer sees a
-    # static edge to END only from a node with no other route (END is never written), so
-    # without it Studio would draw every answer going to the review.
+    graph.add_conditional_edges("answer", review_or_end, ["review_answer", END])
     back = review_routes(deps.prompts)
-    graph.nodes["answer"].ends = ("review_answer", *back["answer"], END)
+    if back["answer"]:  # the note's review (in answer) going back to answer: a Command
+        graph.nodes["answer"].ends = back["answer"]
     graph.add_node(
         "review_answer",
         cast(Any, node(review_answer, deps)),

@@ -41,6 +41,7 @@ SPEC = MethodSpec(
     wire=note_loop.wire,
     result_fields=("best_note",),
     trace_view="note",
+    search_script=note_loop.SEARCH_SCRIPT,
     official_code="deepnote",
 )
 

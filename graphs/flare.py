@@ -74,12 +74,12 @@ from langgraph.graph import END, StateGraph
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext, setting
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import PAPER, Profile
 from noterag.core.progress import Declared, Line, Part
-from noterag.core.spec import Deps, MethodSpec
+from noterag.core.spec import Deps, MethodSpec, SearchScript
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.core.step import node, on_loop
+from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.flare import answer, look_ahead, regenerate, retrieve
 from noterag.prompts import flare as prompts
@@ -207,14 +207,12 @@ def after_retrieve(state: Mapping[str, Any]) -> str:
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     for step in (retrieve, look_ahead, regenerate, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node("stop_check", stop_check(flare_stop, deps, go_on="look_ahead"))
+    check = Decision(flare_stop, go_on="look_ahead")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_edge("question", "retrieve")
-    graph.add_conditional_edges(
-        "retrieve", on_loop(after_retrieve, trace=True), ["look_ahead", "regenerate"]
-    )
-    graph.add_conditional_edges(
-        "look_ahead", on_loop(after_look_ahead, trace=True), ["retrieve", "stop_check"]
-    )
+    graph.add_conditional_edges("retrieve", after_retrieve, ["look_ahead", "regenerate"])
+    graph.add_conditional_edges("look_ahead", after_look_ahead, ["retrieve", "stop_check"])
     graph.add_edge("regenerate", "stop_check")
     graph.add_edge("answer", END)
 
@@ -302,6 +300,8 @@ SPEC = MethodSpec(
     progress=PROGRESS,
     # the original's temperature (openai.sh: temperature=0)
     paper_profile=replace(PAPER, sampling={"temperature": 0.0}),
+    # a stand-in's tokens are all certain: at θ = 1 each look-ahead still triggers retrieval
+    search_script=SearchScript(settings={"threshold": 1.0}),
 )
 
 build = builder(SPEC)

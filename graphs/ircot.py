@@ -57,7 +57,7 @@ from langgraph.graph import END, StateGraph
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import MOST_PASSAGES, MOST_STEPS, RunContext, setting
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import PAPER, Profile
 from noterag.core.progress import Declared, Line
 from noterag.core.spec import Deps, MethodSpec
@@ -181,7 +181,9 @@ class IRCoTState(IRCoTOutput, total=False):
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     for step in (retrieve, reason, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node("stop_check", stop_check(ircot_stop, deps, go_on="retrieve"))
+    check = Decision(ircot_stop, go_on="retrieve")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "reason")
     graph.add_edge("reason", "stop_check")

@@ -21,7 +21,8 @@ direct-answer template ("Answer the question based on the given document. Only g
 answer and do not output any other words."), so each generation (at most 32 tokens in its
 benchmark) is a short answer rather than a chain of thought, and its query is
 ``f"{question} {previous answer}"``; its iter_num is 3 and its answer is the last generation
-as it is.
+as it is. ``profile="flashrag"`` sends that template (noterag.prompts.flashrag) with FlashRAG's
+passage format and decoding, and answers with the last generation whole.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from langgraph.graph import END, StateGraph
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import MOST_STEPS, RunContext
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import Profile
 from noterag.core.progress import Declared, Line
 from noterag.core.spec import Deps, MethodSpec
@@ -44,6 +45,7 @@ from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.iter_retgen import answer, generate
 from noterag.nodes.retrieve import retrieve
+from noterag.prompts import flashrag
 from noterag.prompts import iter_retgen as prompts
 
 
@@ -100,7 +102,9 @@ class IterRetGenState(IterRetGenOutput, total=False):
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     for step in (retrieve, generate, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node("stop_check", stop_check(iter_retgen_stop, deps, go_on="generate"))
+    check = Decision(iter_retgen_stop, go_on="generate")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "stop_check")
     graph.add_edge("generate", "retrieve")
@@ -156,7 +160,8 @@ SPEC = MethodSpec(
     output=IterRetGenOutput,
     roles=("generator",),
     stage_roles={"generate": "generator", "answer": "generator"},
-    prompts={"paper": prompts.PAPER},
+    # flashrag: FlashRAG's IterativePipeline, whose numbers ReSP Table 2 reprints
+    prompts={"paper": prompts.PAPER, "flashrag": flashrag.ITER_RETGEN},
     wire=wire,
     result_fields=("generations",),
     trace_view=TRACE_VIEW,

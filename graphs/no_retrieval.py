@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.single_pass import declare
-from noterag.prompts import baselines
+from noterag.prompts import baselines, flashrag
 
 SPEC = declare(
     name="no-retrieval",
@@ -17,6 +17,7 @@ SPEC = declare(
     summary="the question alone in the answer prompt, one call (closed book)",
     steps=(),
     prompts=baselines.NO_RETRIEVAL,
+    flashrag=flashrag.NO_RETRIEVAL,  # ReSP Table 2 reprints FlashRAG's runs
     trace_view="none",
     retrieves=False,
 )

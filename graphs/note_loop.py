@@ -22,12 +22,17 @@ from langgraph.graph import END, StateGraph
 
 from noterag.core.decision import Decision
 from noterag.core.profiles import Profile
-from noterag.core.spec import Deps
+from noterag.core.spec import Deps, SearchScript
 from noterag.core.step import node
 from noterag.nodes.answer import answer
 from noterag.nodes.notes import accumulate, init_note, refine_query, review
 
 ROLES = ("init_note", "refine_query", "accumulate", "review", "answer")
+# a stand-in's refine_query reply that asks new questions (the paper profile reads numbered
+# ones): the loop searches for them and accumulates what it finds (MethodSpec.search_script)
+SEARCH_SCRIPT = SearchScript(
+    {"refine_query": "1. When was the architect born?\n2. Where did the architect study?"}
+)
 
 
 def threshold_stop(state: Mapping[str, Any], ctx: Any, profile: Profile) -> str | None:
@@ -59,6 +64,8 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("review", node(review, deps, then=decide))
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "init_note")
+    graph.add_conditional_edges("init_note", decide.route, decide.routes)
     graph.add_edge("refine_query", "accumulate")
     graph.add_edge("accumulate", "review")
+    graph.add_conditional_edges("review", decide.route, decide.routes)
     graph.add_edge("answer", END)

@@ -28,7 +28,7 @@ from typing import Annotated, Any, ClassVar
 from langgraph.graph import END, StateGraph
 
 from noterag.core.context import MOST_STEPS, RunContext
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import Profile
 from noterag.core.progress import Declared, Line
 from noterag.core.spec import Deps, MethodSpec
@@ -90,7 +90,9 @@ ROLES = ("draft", "query", "revise", "answer")
 def wire(graph: StateGraph, deps: Deps) -> None:
     for step in (draft, query, retrieve, revise, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node("stop_check", stop_check(rat_stop, deps, go_on="query"))
+    check = Decision(rat_stop, go_on="query")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_edge("question", "draft")
     graph.add_edge("draft", "stop_check")
     graph.add_edge("query", "retrieve")

@@ -33,10 +33,10 @@ from typing import Annotated, Any, ClassVar
 from langgraph.graph import END, StateGraph
 
 from noterag.core.context import MOST_STEPS, RunContext
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import Profile
 from noterag.core.progress import Declared, Line, Part
-from noterag.core.spec import Deps, MethodSpec
+from noterag.core.spec import Deps, MethodSpec, SearchScript
 from noterag.core.state import ChatFields, CostFields, merge_unique
 from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
@@ -103,7 +103,9 @@ ROLES = ("reason", "answer")
 def wire(graph: StateGraph, deps: Deps) -> None:
     for step in (reason, act, answer):
         graph.add_node(step.__name__, node(step, deps))
-    graph.add_node("stop_check", stop_check(react_stop, deps, go_on="reason"))
+    check = Decision(react_stop, go_on="reason")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_edge("question", "reason")
     graph.add_edge("reason", "act")
     graph.add_edge("act", "stop_check")
@@ -166,6 +168,15 @@ SPEC = MethodSpec(
     result_fields=("finished", "steps"),
     trace_view="generic",
     progress=PROGRESS,
+    # a stand-in's thoughts that search twice (its default reply takes no action)
+    search_script=SearchScript(
+        {
+            "reason": [
+                " Search it.\nAction 1: Search[Velmora Bridge]",
+                " Then him.\nAction 2: Search[Aurelio Fenwick]",
+            ]
+        }
+    ),
 )
 
 build = builder(SPEC)

@@ -41,12 +41,13 @@ from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal, cast
 
 from langchain_core.embeddings import Embeddings
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, StateGraph
 from langgraph.runtime import Runtime
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import Profile
 from noterag.core.progress import Declared, Line, Part
 from noterag.core.spec import Deps, MethodSpec
@@ -120,18 +121,20 @@ class RecompState(RecompOutput, total=False):
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     recomp_deps = deps if isinstance(deps, RecompDeps) else as_recomp_deps(deps, None)
 
-    def compressor(state: Mapping[str, Any], runtime: Runtime[Any]) -> str:
+    def compressor(state: Mapping[str, Any], config: RunnableConfig, runtime: Runtime[Any]) -> str:
         # the run's settings, its configurable ones included, as every step reads them
-        ctx: Any = run_context(deps.context_schema, runtime.context)
+        ctx: Any = run_context(deps.context_schema, runtime.context, config.get("configurable"))
         return "summarize" if ctx.compression == "abstractive" else "extract"
 
     graph.add_node("retrieve", node(retrieve, deps))
     graph.add_node("summarize", node(summarize, deps))
     graph.add_node("extract", cast(Any, extract(recomp_deps)))
-    graph.add_node("stop_check", stop_check(recomp_stop, deps, go_on="answer"))
+    check = Decision(recomp_stop, go_on="answer")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "retrieve")
-    # a plain function: LangGraph gives an edge's path the runtime (step.StepRunnable)
+    # the compressor the run's settings name (LangGraph hands the route its config and runtime)
     graph.add_conditional_edges("retrieve", compressor, ["summarize", "extract"])
     graph.add_edge("summarize", "stop_check")
     graph.add_edge("extract", "stop_check")

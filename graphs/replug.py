@@ -61,7 +61,7 @@ from langgraph.graph import END, StateGraph
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext, setting
-from noterag.core.decision import single_pass, stop_check
+from noterag.core.decision import Decision, single_pass, stop_check
 from noterag.core.profiles import PAPER
 from noterag.core.progress import Declared, Line
 from noterag.core.spec import Deps, MethodSpec
@@ -144,7 +144,9 @@ class REPLUGState(REPLUGOutput, total=False):
 
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     graph.add_node("retrieve", steps.retrieve(deps))
-    graph.add_node("stop_check", stop_check(single_pass, deps, go_on="answer"))
+    check = Decision(single_pass, go_on="answer")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_node("answer", node(steps.answer, deps))
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "stop_check")

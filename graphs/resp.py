@@ -51,6 +51,8 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "summarize")
     graph.add_edge("summarize", "judge")
+    graph.add_conditional_edges("judge", finished.route, finished.routes)
+    graph.add_conditional_edges("plan", stalled.route, stalled.routes)
     graph.add_edge("answer", END)
 
 

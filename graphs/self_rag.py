@@ -82,12 +82,12 @@ from langgraph.graph import END, StateGraph
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import PAPER, Profile
 from noterag.core.progress import Declared, Line
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
-from noterag.core.step import node, on_loop
+from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
 from noterag.nodes.retrieve import retrieve
 from noterag.nodes.self_rag import check_task, generate, predict, predict_retrieve, route
@@ -244,12 +244,12 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("predict_retrieve", node(predict_retrieve, deps))
     graph.add_node("retrieve", node(retrieve, deps))
     graph.add_node("generate", node(generate, deps))
-    graph.add_node("stop_check", stop_check(self_rag_stop, deps, go_on="answer"))
+    check = Decision(self_rag_stop, go_on="answer")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_node("answer", node(predict, deps))
     graph.add_edge("question", "predict_retrieve")
-    graph.add_conditional_edges(
-        "predict_retrieve", on_loop(route, trace=True), ["retrieve", "generate"]
-    )
+    graph.add_conditional_edges("predict_retrieve", route, ["retrieve", "generate"])
     graph.add_edge("retrieve", "generate")
     graph.add_edge("generate", "stop_check")
     graph.add_edge("answer", END)

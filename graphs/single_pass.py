@@ -14,7 +14,7 @@ from typing import Any
 from langgraph.graph import END, StateGraph
 
 from noterag.core.context import BaselineContext
-from noterag.core.decision import single_pass, stop_check
+from noterag.core.decision import Decision, single_pass, stop_check
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import BaselineOutput, BaselineState
 from noterag.core.step import node
@@ -45,9 +45,9 @@ def wiring(steps: Sequence[Callable[..., Any]]) -> Callable[[StateGraph, Deps], 
             graph.add_node(step.__name__, node(step, deps))
             graph.add_edge(previous, step.__name__)
             previous = step.__name__
-        graph.add_node(
-            "stop_check", stop_check(single_pass, deps, go_on="answer", record=single_pass_trace)
-        )
+        check = Decision(single_pass, go_on="answer", record=single_pass_trace)
+        graph.add_node("stop_check", stop_check(check, deps))
+        graph.add_conditional_edges("stop_check", check.route, check.routes)
         graph.add_edge(previous, "stop_check")
         graph.add_node("answer", node(answer, deps))
         graph.add_edge("answer", END)
@@ -64,11 +64,13 @@ def declare(
     prompts: Any,
     trace_view: str,
     retrieves: bool = True,
+    flashrag: Any = None,
 ) -> MethodSpec:
     """A single-pass baseline's ``MethodSpec``: the baselines' settings and schemas, one model
     role (the answer), ``wiring(steps)``, and ``prompts`` for both profiles: the papers print no
     baseline prompts, so both send the official files (their passage formats differ;
-    noterag.core.profiles), and the run's official_code setting chooses whose."""
+    noterag.core.profiles), and the run's official_code setting chooses whose. ``flashrag``:
+    the method's prompt set under profile flashrag (FlashRAG's, noterag.prompts.flashrag)."""
     return MethodSpec(
         name=name,
         title=title,
@@ -78,7 +80,8 @@ def declare(
         stops=(single_pass,),
         output=BaselineOutput,
         roles=("answer",),
-        prompts={"paper": prompts, "official": prompts},
+        prompts={"paper": prompts, "official": prompts}
+        | ({"flashrag": flashrag} if flashrag is not None else {}),
         wire=wiring(steps),
         trace_view=trace_view,
         retrieves=retrieves,

@@ -50,7 +50,7 @@ from typing import Annotated, Any, Literal
 from langgraph.graph import END, StateGraph
 
 from noterag.core.context import RunContext
-from noterag.core.decision import single_pass, stop_check
+from noterag.core.decision import Decision, single_pass, stop_check
 from noterag.core.progress import Declared
 from noterag.core.spec import Deps, MethodSpec
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
@@ -104,7 +104,9 @@ def wiring(step: Callable[..., Any]) -> Callable[[StateGraph, Deps], None]:
         name = step.__name__
         graph.add_node("retrieve", node(retrieve, deps))
         graph.add_node(name, node(step, deps))
-        graph.add_node("stop_check", stop_check(single_pass, deps, go_on="answer"))
+        check = Decision(single_pass, go_on="answer")
+        graph.add_node("stop_check", stop_check(check, deps))
+        graph.add_conditional_edges("stop_check", check.route, check.routes)
         graph.add_node("answer", node(answer, deps))
         graph.add_edge("question", "retrieve")
         graph.add_edge("retrieve", name)

@@ -66,7 +66,7 @@ from typing import Annotated, Any, ClassVar
 from langgraph.graph import END, StateGraph
 
 from noterag.core.context import RunContext
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.profiles import PAPER, Profile
 from noterag.core.progress import Declared, Line, Part
 from noterag.core.spec import Deps, MethodSpec
@@ -138,7 +138,9 @@ def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("candidates", node(candidates, deps))
     graph.add_node("summarize", node(summarize, deps))
     graph.add_node("verify", node(verify, deps))
-    graph.add_node("stop_check", stop_check(sure_stop, deps, go_on="summarize"))
+    check = Decision(sure_stop, go_on="summarize")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_node("answer", node(predict, deps))
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "candidates")

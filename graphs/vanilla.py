@@ -10,7 +10,7 @@ from __future__ import annotations
 from noterag.graphs.assemble import builder, server_graph
 from noterag.graphs.single_pass import declare
 from noterag.nodes.retrieve import retrieve
-from noterag.prompts import baselines
+from noterag.prompts import baselines, flashrag
 
 SPEC = declare(
     name="vanilla",
@@ -18,6 +18,7 @@ SPEC = declare(
     summary="top-k passages in the answer prompt, one call (the papers' single-round baseline)",
     steps=(retrieve,),
     prompts=baselines.VANILLA,
+    flashrag=flashrag.VANILLA,  # ReSP Table 2 reprints FlashRAG's runs
     trace_view="single",
 )
 

@@ -64,17 +64,16 @@ def chunk_filter(state: dict[str, Any], env: Env) -> StepGen:
             useful = verdict.accepted or not verdict.parsed
             (kept if useful else dropped).append(passage)
             unparsed += not verdict.parsed
-            if env.listening:
-                env.emit(
-                    {
-                        "type": "filter",
-                        "step": _step(state),
-                        "id": passage["id"],
-                        "title": passage["title"],
-                        "useful": useful,
-                        "parsed": verdict.parsed,
-                    }
-                )
+            env.emit(
+                {
+                    "type": "filter",
+                    "step": _step(state),
+                    "id": passage["id"],
+                    "title": passage["title"],
+                    "useful": useful,
+                    "parsed": verdict.parsed,
+                }
+            )
     return {
         "passages": kept,
         "filtered": {"kept": [p["id"] for p in kept], "dropped": [p["id"] for p in dropped]},
@@ -100,16 +99,15 @@ def sentence_filter(state: dict[str, Any], env: Env) -> StepGen:
     extracted = [
         {**p, "text": reply.strip()} if reply.strip() else p for p, reply in zip(passages, replies)
     ]
-    if env.listening:
-        env.emit(
-            {
-                "type": "sentences",
-                "step": _step(state),
-                "passages": [
-                    {"id": p["id"], "title": p["title"], "text": p["text"]} for p in extracted
-                ],
-            }
-        )
+    env.emit(
+        {
+            "type": "sentences",
+            "step": _step(state),
+            "passages": [
+                {"id": p["id"], "title": p["title"], "text": p["text"]} for p in extracted
+            ],
+        }
+    )
     return {"passages": extracted}
 
 

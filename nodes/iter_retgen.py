@@ -94,7 +94,7 @@ def answer(state: dict[str, Any], env: Env) -> StepGen:
     tokens stream to ``stream_mode="messages"``; the message in state holds the answer."""
     message = yield Ask("answer", _prompt(state, env), stream=True)
     generation = reply_text(message).strip()
-    text = parse_answer(generation)
+    text = parse_answer(generation) if env.prompts.answer_line else generation
     env.emit({"type": "answer", "answer": text, "step": state.get("steps", 0)})
     return {
         "answer": text,

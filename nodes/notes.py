@@ -31,8 +31,7 @@ def first_note(state: dict[str, Any], env: Env, passages: list[Passage]) -> Step
             ),
         )
         note = note.strip() if env.profile.skip_empty_steps else note
-    if env.listening:
-        env.emit({"type": "note", "step": 0, "note": note, "accepted": True})
+    env.emit({"type": "note", "step": 0, "note": note, "accepted": True})
     return {
         "best_note": note,
         "steps": 0,
@@ -62,8 +61,7 @@ def refine_query(state: dict[str, Any], env: Env) -> StepGen:
         ),
     )
     logged, queries = env.profile.new_queries(reply, state["question"], state.get("query_log", []))
-    if env.listening:
-        env.emit({"type": "queries", "step": state["steps"] + 1, "queries": queries})
+    env.emit({"type": "queries", "step": state["steps"] + 1, "queries": queries})
     return {"query_log": logged, "queries": queries}
 
 
@@ -107,17 +105,16 @@ def review(state: dict[str, Any], env: Env) -> StepGen:
         verdict = env.profile.parse_verdict(reply)
         accepted, parsed = verdict.accepted, verdict.parsed
         reason = "reviewed" if parsed else "verdict did not parse"
-    if env.listening:
-        env.emit(
-            {
-                "type": "verdict",
-                "step": step,
-                "accepted": accepted,
-                "parsed": parsed,
-                "reason": reason,
-                "note": candidate,
-            }
-        )
+    env.emit(
+        {
+            "type": "verdict",
+            "step": step,
+            "accepted": accepted,
+            "parsed": parsed,
+            "reason": reason,
+            "note": candidate,
+        }
+    )
     update: dict[str, Any] = {
         "steps": step,
         "failures": state["failures"] + (not accepted),

@@ -123,9 +123,11 @@ def extract(deps: RecompDeps) -> Runnable:
     async path embeds off the event loop (the embedding model's async methods, its loading in a
     thread), as a server's async nodes must not block."""
 
-    def setting(state: Mapping[str, Any]) -> tuple[Any, Callable[[Any], None], list[str]]:
-        runtime = get_runtime()
-        ctx = run_context(deps.context_schema, runtime.context)  # configurable settings too
+    def setting(
+        state: Mapping[str, Any], config: RunnableConfig
+    ) -> tuple[Any, Callable[[Any], None], list[str]]:
+        runtime = get_runtime(deps.context_schema)
+        ctx = run_context(deps.context_schema, runtime.context, config.get("configurable"))
         return ctx, runtime.stream_writer, split_sentences(state.get("passages") or [])
 
     def done(state: Mapping[str, Any], ctx: Any, emit: Callable[[Any], None],
@@ -138,7 +140,7 @@ def extract(deps: RecompDeps) -> Runnable:
         return update
 
     def run(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        ctx, emit, sentences = setting(state)
+        ctx, emit, sentences = setting(state, config)
         if not sentences:
             return done(state, ctx, emit, [], None, [])
         embedder = deps.extractor or default_extractor()
@@ -146,7 +148,7 @@ def extract(deps: RecompDeps) -> Runnable:
         return done(state, ctx, emit, sentences, question, embedder.embed_documents(sentences))
 
     async def arun(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        ctx, emit, sentences = setting(state)
+        ctx, emit, sentences = setting(state, config)
         if not sentences:
             return done(state, ctx, emit, [], None, [])
         embedder = deps.extractor

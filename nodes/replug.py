@@ -42,7 +42,7 @@ from langgraph.runtime import get_runtime
 
 from noterag.base.errors import ConfigError
 from noterag.core.parsing import fell_back
-from noterag.core.retry import noted_search, searching
+from noterag.core.retry import noted_search
 from noterag.core.spec import Deps
 from noterag.core.step import (
     Ask,
@@ -111,9 +111,11 @@ def retrieve(deps: Deps) -> Runnable:
     searches itself (sync and async alike), with the run's context and stream writer. An
     unknown task fails before the search."""
 
-    def prepare(state: Mapping[str, Any]) -> tuple[Any, Any, Any, list[tuple[str, str]]]:
-        runtime = get_runtime()
-        ctx: Any = run_context(deps.context_schema, runtime.context)  # configurable settings too
+    def prepare(
+        state: Mapping[str, Any], config: RunnableConfig
+    ) -> tuple[Any, Any, Any, list[tuple[str, str]]]:
+        runtime = get_runtime(deps.context_schema)
+        ctx: Any = run_context(deps.context_schema, runtime.context, config.get("configurable"))
         task = state.get("task") or ctx.task
         prompt_set = deps.prompts[deps.profile(ctx, state).name]
         prompt_set.answer_for(task)
@@ -142,21 +144,21 @@ def retrieve(deps: Deps) -> Runnable:
         }
 
     def run_sync(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        ctx, writer, prompt_set, demos = prepare(state)
+        ctx, writer, prompt_set, demos = prepare(state, config)
         with noted_search():
             docs = deps.retriever.invoke(state["question"], k=ctx.top_k)[: ctx.top_k]
             tops = [deps.retriever.invoke(question, k=1)[:1] for question, _ in demos]
         return update(state, docs, ctx.top_k, writer, demonstration_block(prompt_set, demos, tops))
 
     async def run_async(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        ctx, writer, prompt_set, demos = prepare(state)
+        ctx, writer, prompt_set, demos = prepare(state, config)
         searches = [Search(state["question"], ctx.top_k)] + [Search(q, 1) for q, _ in demos]
         with noted_search():
             found = await asyncio.gather(*(asearch(deps.retriever, s.query, s.k) for s in searches))
         docs, tops = found[0][: ctx.top_k], [top[:1] for top in found[1:]]
         return update(state, docs, ctx.top_k, writer, demonstration_block(prompt_set, demos, tops))
 
-    return searching(both_ways(run_sync, run_async, name="retrieve"))
+    return both_ways(run_sync, run_async, name="retrieve")
 
 
 # --- the ensemble -----------------------------------------------------------------------------------

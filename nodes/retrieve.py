@@ -22,15 +22,14 @@ def retrieve(state: dict[str, Any], env: Env) -> StepGen:
         # A method without a passage cap (Amber) has no max_passages field: cap None.
         cap = env.profile.cap(getattr(env.ctx, "max_passages", None))
         found = env.profile.select_passages(found, set(state.get("seen", [])), cap, env.ctx.top_k)
-    if env.listening:
-        env.emit(
-            {
-                "type": "passages",
-                "step": state.get("steps", 0) + in_loop,
-                "queries": queries,
-                "passages": [{"id": p["id"], "title": p["title"]} for p in found],
-            }
-        )
+    env.emit(
+        {
+            "type": "passages",
+            "step": state.get("steps", 0) + in_loop,
+            "queries": queries,
+            "passages": [{"id": p["id"], "title": p["title"]} for p in found],
+        }
+    )
     return {
         "passages": found,
         "passage_ids": [p["id"] for p in found],

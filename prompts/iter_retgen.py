@@ -38,9 +38,13 @@ DATASETS = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 @dataclass(frozen=True, kw_only=True)
 class IterRetGenPrompts(AnswerPrompts):
     """``answer``: the generation prompt per task (every iteration's, the last one's included);
-    ``demonstrations``: the paper's 3-shot demonstrations by dataset (``strategyqa`` too)."""
+    ``demonstrations``: the paper's 3-shot demonstrations by dataset (``strategyqa`` too);
+    ``answer_line``: the answer is read from the last generation's "So the answer is" line
+    (the paper's chain of thought); False: the last generation is the answer as it is
+    (FlashRAG's IterativePipeline, whose prompt asks for the answer alone)."""
 
     demonstrations: Mapping[str, Prompt]
+    answer_line: bool = True
 
 
 def _shot(question: str, reasoning: str, answer: str) -> tuple[str, str, str]:

@@ -10,6 +10,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,16 @@ class ScriptedModel(BaseChatModel):
         import noterag
 
         return cls(stand_in=noterag.METHODS[method].stand_in, **fields)
+
+    @classmethod
+    def searching(cls, method: str, **fields: Any) -> ScriptedModel:
+        """``for_method`` replying with the method's declared search script
+        (``MethodSpec.search_script``: what makes it search after a reply) where ``script`` does
+        not say otherwise; its settings are ``search_settings(method)``."""
+        import noterag
+
+        declared = noterag.METHODS[method].search_script.replies
+        return cls.for_method(method, **(fields | {"script": declared | fields.get("script", {})}))
 
     def prompts_for(self, stage: str) -> list[str]:
         return [prompt for s, prompt in self._calls if s == stage]
@@ -220,6 +231,67 @@ class KeywordRetriever(BaseRetriever):
             )
             for s, _, p in ranked[: k or self.k]
         ]
+
+
+class FreshRetriever(BaseRetriever):
+    """Finds passages for any query: the next ``k`` of ``passages`` it has not returned yet (then
+    from the first again), each search logged with how many calls ``model`` had made by then.
+    A method's search after a model's reply always reads something new, whatever words the
+    stand-in's reply has."""
+
+    passages: list[dict[str, str]]
+    model: Any = None
+    k: int = 5
+    # (query, the model's calls so far, passages found) per search
+    log: list[tuple[str, int, int]] = Field(default_factory=list)
+    _next: int = PrivateAttr(default=0)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: Any = None, k: int | None = None
+    ) -> list[Document]:
+        with self._lock:
+            start, count = self._next, min(k or self.k, len(self.passages))
+            self._next = (start + count) % len(self.passages)
+            calls = len(self.model.calls) if self.model is not None else 0
+            self.log.append((query, calls, count))
+        rows = [self.passages[(start + i) % len(self.passages)] for i in range(count)]
+        return [Document(p["text"], id=p["id"], metadata={"title": p["title"]}) for p in rows]
+
+    def searched_after_a_reply(self) -> bool:
+        """Whether a search after the model's first reply found passages."""
+        return any(calls > 0 and found > 0 for _, calls, found in self.log)
+
+
+def loops(spec: Any) -> bool:
+    """Whether the method may search again after a model's reply: it retrieves and has a loop."""
+    names = {f.name for f in fields(spec.context)}
+    return spec.retrieves and ("max_steps" in names or "steps" in spec.output_keys)
+
+
+def search_path_taken(spec: Any, corpus: list[dict[str, str]]) -> FreshRetriever:
+    """A run of the method ``spec`` (a ``MethodSpec``) with a stand-in answering "ok" but for its
+    declared search script, over a retriever that finds new passages of ``corpus`` for any
+    query: its searches, logged (``FreshRetriever.searched_after_a_reply``)."""
+    import noterag
+
+    model = ScriptedModel(stand_in=spec.stand_in, script=dict(spec.search_script.replies))
+    retriever = FreshRetriever(passages=corpus, model=model)
+    graph = noterag.build_graph(spec, model=model, retriever=retriever)
+    names = {f.name for f in fields(spec.context)}
+    context = ({"max_steps": 2} if "max_steps" in names else {}) | dict(spec.search_script.settings)
+    graph.invoke({"question": QUESTION}, context=context)
+    return retriever
+
+
+def no_search_path(spec: Any) -> str:
+    """What the generic tests say of a looping method whose stand-in run never searched after a
+    reply: every step that reads a later search's passages went untested."""
+    return (
+        f"{spec.name}: with its search script its run never searched after a model's reply, so "
+        f"the generic tests never ran its search path; declare MethodSpec.search_script with the "
+        f'reply that makes it search (docs/methods.md, "Adding a method")'
+    )
 
 
 class RecordingRetriever(KeywordRetriever):

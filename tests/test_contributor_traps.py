@@ -12,12 +12,29 @@ an immediate error or impossible.
    what the trace page reads from the stream).
 5. ``--max-steps``'s help showed DeepNote's default whatever the method: it shows the chosen
    method's.
+
+And issue 44's, met by a trial adding Self-Ask (Press et al., 2022) from the docs alone, with
+that method written here as the trial wrote it:
+
+1. Its state's ``asked: bool`` shadowed the chat's ``asked: str`` without a word: building the
+   graph refuses a shared field redeclared with another type, naming both.
+2. A ``{passage}`` slot its step fills as ``passages`` failed after a paid call: building the
+   graph refuses it, naming the prompt, the slot, the step and what it fills.
+3. ``make register`` measured the broken method with the scripted model and exited 0: a failed
+   measurement is never recorded and fails it, naming the method; a row at ``max_steps`` is
+   flagged.
+4. The generic tests' "ok" never made it search: a method declares its search script, and a
+   looping method that never searches after a reply with it fails them.
+5. ``noterag methods`` showed the shared class's sampling defaults and every task: it shows the
+   method's own profiles' and the tasks of its answer prompts.
 """
 
 from __future__ import annotations
 
 import json
 import operator
+import re
+import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,15 +42,17 @@ from typing import Annotated, Any
 import pytest
 from langgraph.graph import END, StateGraph
 
-from noterag.core.context import RunContext
-from noterag.core.decision import stop_check
+from noterag.core.context import MOST_STEPS, RunContext, setting
+from noterag.core.decision import Decision, stop_check
+from noterag.core.profiles import PAPER
 from noterag.core.prompt import AnswerPrompts, Prompt
-from noterag.core.spec import Deps, MethodError, MethodSpec
-from noterag.core.state import ChatFields, CostFields, NoteOutput, NoteState
+from noterag.core.spec import Deps, MethodError, MethodSpec, SearchScript
+from noterag.core.state import ChatFields, CostFields, NoteOutput, NoteState, merge_unique
 from noterag.core.step import RETRIEVAL, Ask, Env, Search, StepGen, node
 from noterag.datasets import Example
 from noterag.eval.rows import result_row
 from noterag.graphs import assemble
+from noterag.nodes.answer import answer
 from noterag.registry.methods import METHODS, register
 from noterag.trace.page import record, render_html
 from scripted import (
@@ -42,7 +61,10 @@ from scripted import (
     KeywordRetriever,
     ScriptedModel,
     cli,
+    loops,
+    no_search_path,
     passages,
+    search_path_taken,
     use_model,
     velmora_index,
 )
@@ -319,7 +341,9 @@ def look_again(state: Any, ctx: Any, profile: Any) -> str | None:
 
 def deciding_wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("look", node(look, deps))
-    graph.add_node("stop_check", stop_check(look_again, deps, go_on="look", stop=END))
+    check = Decision(look_again, go_on="look", stop=END)
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_edge("question", "look")
     graph.add_edge("look", "stop_check")
 
@@ -341,3 +365,373 @@ def test_a_queries_field_the_state_lacks_is_refused_and_a_declared_one_fills_the
     assert row["queries"] == ["p1"]
     row = result_row(SPEC, example, {"passage_ids": ["p1"]}, config, {}, None, 0.1, 0.0)
     assert row["queries"] is None
+
+
+# === issue 44: Self-Ask (Press et al., 2022) as the contributor trial wrote it ===================
+#
+#     repeat:  reply = LLM(self_ask prompt(q, scratchpad))             self_ask
+#              if the reply asks no "Follow up:": stop                  stop_check (no_follow_up)
+#              passages = search(follow-up)
+#              scratchpad += follow-up, LLM(intermediate prompt(passages, follow-up))
+#     until max_steps follow-ups
+#     answer = LLM(answer prompt(q, scratchpad))                        answer
+
+
+@dataclass(kw_only=True)
+class SelfAskContext(RunContext):
+    max_steps: int = setting(3, "Follow-up questions at most.", ge=1, le=MOST_STEPS)
+
+
+class SelfAskState(CostFields, ChatFields, total=False):
+    question: str
+    task: str
+    answer: str
+    best_note: str  # the scratchpad: the answer prompt's {note}
+    follow_ups: Annotated[list[str], operator.add]
+    passage_ids: Annotated[list[str], merge_unique]
+    steps: int
+    done: bool
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    stop_reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelfAskPrompts(AnswerPrompts):
+    self_ask: Prompt
+    intermediate: Prompt
+
+
+SELF_ASK = SelfAskPrompts(
+    self_ask=Prompt(
+        "self_ask",
+        "Question: Who lived longer, Ada or Bob?\nAre follow up questions needed here: Yes.\n"
+        "Follow up: How old was Ada?\nIntermediate answer: 36.\nSo the final answer is: Bob.\n\n"
+        "Question: {question}\n{scratchpad}Are follow up questions needed here:",
+        "ours: a test",
+    ),
+    intermediate=Prompt(
+        "intermediate",
+        "Answer the question from the passages in a few words.\n{passages}\nQuestion: {question}",
+        "ours: a test",
+    ),
+    answer={"multihop": Prompt("answer", "Known: {note}\nQuestion: {query}\nAnswer:", "ours")},
+)
+
+
+def self_ask(state: dict[str, Any], env: Env) -> StepGen:
+    step, pad = state.get("steps", 0) + 1, state.get("best_note", "")
+    reply = yield Ask(
+        "self_ask", env.prompts.self_ask.format(question=state["question"], scratchpad=pad)
+    )
+    asked = [line.split(":", 1)[1].strip() for line in reply.splitlines() if "Follow up:" in line]
+    entry = {"step": step, "reply": reply, "llm_calls": 1}
+    if not asked or not asked[0]:
+        return {"done": True, "best_note": pad, "trace": [entry]}
+    found = yield Search(asked[0], env.ctx.top_k)
+    text = "\n".join(p["text"] for p in found)
+    answer = yield Ask(
+        "intermediate", env.prompts.intermediate.format(passages=text, question=asked[0])
+    )
+    ids = [p["id"] for p in found]
+    return {
+        "steps": step,
+        "done": False,
+        "follow_ups": [asked[0]],
+        "best_note": f"{pad}Follow up: {asked[0]}\nIntermediate answer: {answer.strip()}\n",
+        "passage_ids": ids,
+        "trace": [entry | {"question": asked[0], "passage_ids": ids, "llm_calls": 2}],
+    }
+
+
+def no_follow_up(state: Any, ctx: Any, profile: Any) -> str | None:
+    steps = state.get("steps", 0)
+    if state.get("done"):
+        return f"no follow-up question after {steps} step(s)"
+    return f"{steps} follow-ups (max_steps = {ctx.max_steps})" if steps >= ctx.max_steps else None
+
+
+def self_ask_wire(graph: StateGraph, deps: Deps) -> None:
+    graph.add_node("self_ask", node(self_ask, deps))
+    check = Decision(no_follow_up, go_on="self_ask")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
+    graph.add_node("answer", node(answer, deps))
+    graph.add_edge("question", "self_ask")
+    graph.add_edge("self_ask", "stop_check")
+    graph.add_edge("answer", END)
+
+
+SELF_ASK_SPEC = MethodSpec(
+    name="self-ask",
+    title="Self-Ask (tests/test_contributor_traps.py)",
+    summary="asks follow-up questions, searches each, answers them, then the question",
+    context=SelfAskContext,
+    state=SelfAskState,
+    output=SelfAskState,
+    stops=(no_follow_up,),
+    roles=("self_ask", "intermediate", "answer"),
+    prompts={"paper": SELF_ASK},
+    wire=self_ask_wire,
+    result_fields=("follow_ups",),
+    queries="follow_ups",
+    # the paper's decoding: greedy
+    paper_profile=replace(PAPER, sampling={"temperature": 0.0}),
+    search_script=SearchScript({"self_ask": "Yes.\nFollow up: Who designed the Velmora Bridge?"}),
+)
+
+# the trial's two mistakes: the chat's `asked` shadowed, and {passages} misspelt
+SHADOWING = SelfAskState.__annotations__ | {"asked": bool}
+MISSPELT = replace(
+    SELF_ASK,
+    intermediate=Prompt("intermediate", "Passages:\n{passage}\nQuestion: {question}", "ours"),
+)
+
+
+def self_ask_build(spec: MethodSpec = SELF_ASK_SPEC, model: Any = None) -> Any:
+    model = model or ScriptedModel(script=dict(spec.search_script.replies))
+    return assemble.build(spec, model, KeywordRetriever(passages=CORPUS))
+
+
+def test_the_trial_method_as_written_runs_its_search_path() -> None:
+    model = ScriptedModel(script={"self_ask": ["Yes.\nFollow up: Who designed the Velmora Bridge?",
+                                               "No."], "intermediate": "Aurelio Fenwick",
+                                  "answer": "1871"})  # fmt: skip
+    out = self_ask_build(model=model).invoke({"question": QUESTION})
+    assert out["answer"] == "1871" and out["follow_ups"] == ["Who designed the Velmora Bridge?"]
+    assert model.stages == ["self_ask", "intermediate", "self_ask", "answer"]
+
+
+# --- trap 1: a shared state field redeclared with another type -----------------------------------
+
+
+class ShadowingState(CostFields, ChatFields, total=False):
+    question: str
+    task: str
+    answer: str
+    best_note: str
+    follow_ups: Annotated[list[str], operator.add]
+    passage_ids: Annotated[list[str], merge_unique]
+    steps: int
+    asked: bool  # the trial's "did it ask a follow-up": ChatFields' asked is the user's text
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    stop_reason: str
+
+
+def test_a_state_redeclaring_a_shared_field_is_refused_at_build_naming_both_types() -> None:
+    model = ScriptedModel(script={})
+    spec = replace(SELF_ASK_SPEC, state=ShadowingState, output=ShadowingState)
+    with pytest.raises(MethodError) as refused:
+        self_ask_build(spec, model)
+    assert str(refused.value) == (
+        "self-ask: its state ShadowingState declares 'asked' as bool, but 'asked' is a shared "
+        "field the engine writes as str (noterag.core.state.SharedFields); rename the method's "
+        "field, or declare it as the shared one"
+    )
+    assert model.calls == []
+    # a shared field declared with its own type is fine (SelfAskState: question, steps, ...)
+    self_ask_build()
+
+
+def test_a_cost_field_without_its_reducer_is_refused() -> None:
+    class NoReducer(SelfAskState, total=False):
+        llm_calls: int  # each step's calls would replace the last step's, not add to them
+
+    with pytest.raises(MethodError, match=r"declares 'llm_calls' as int, but .* as Annotated"):
+        self_ask_build(replace(SELF_ASK_SPEC, state=NoReducer, output=NoReducer))
+
+
+# --- trap 2: a prompt slot its step does not fill -----------------------------------------------
+
+SLOT = (
+    r"^self-ask: prompt 'intermediate' \(paper profile\) has the slot \{passage\}, which its step "
+    r"self_ask \(tests/test_contributor_traps\.py:\d+\) does not fill \(it fills \{passages\}, "
+    r"\{question\}\); rename the slot in the prompt to one the step fills, or fill it in the step$"
+)
+
+
+def test_a_misspelt_slot_is_refused_at_build_before_any_call() -> None:
+    model = ScriptedModel(script=dict(SELF_ASK_SPEC.search_script.replies))
+    with pytest.raises(MethodError, match=SLOT):
+        self_ask_build(replace(SELF_ASK_SPEC, prompts={"paper": MISSPELT}), model)
+    assert model.calls == []
+
+
+def test_a_misspelt_answer_slot_is_refused_naming_the_shared_answer_step() -> None:
+    answers = {"multihop": Prompt("answer", "Known: {notes}\nQuestion: {query}", "ours")}
+    with pytest.raises(MethodError) as refused:
+        self_ask_build(replace(SELF_ASK_SPEC, prompts={"paper": replace(SELF_ASK, answer=answers)}))
+    message = str(refused.value)
+    assert message.startswith("self-ask: prompt 'answer.multihop' (paper profile) has the slot ")
+    assert "{notes}, which its step answer (nodes/answer.py:" in message
+    assert "(it fills {memory}, {note}, {query}, {refs})" in message
+
+
+def test_the_command_line_says_it_in_one_line_before_any_call(
+    self_ask_method: Any, index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register(replace(SELF_ASK_SPEC, prompts={"paper": MISSPELT}), replace=True)
+    model = ScriptedModel(script=dict(SELF_ASK_SPEC.search_script.replies))
+    use_model(monkeypatch, model)
+    result = cli("ask", QUESTION, "-m", "self-ask", "-i", str(index_dir))
+    assert result.exit_code == 1 and model.calls == []
+    (line,) = result.stderr.splitlines()
+    assert re.match(SLOT.replace("^", "^error: "), line), line
+
+
+def test_every_registered_methods_prompts_match_what_its_steps_fill() -> None:
+    # the check reads each method's steps: every built-in prompt it reaches is filled
+    from noterag.core.checks import prompt_renders
+
+    for name, spec in METHODS.items():
+        assemble.build(spec, ScriptedModel(script={}), KeywordRetriever(passages=CORPUS))
+        # each method's renders are found, but IRCoT's (it fills its prompts from values built
+        # at run time: left to the run, where Prompt.format still refuses a missing slot)
+        assert bool(prompt_renders(spec.wire)) == (name != "ircot"), name
+
+
+# --- trap 3: make register never records a broken method ----------------------------------------
+
+
+@pytest.fixture
+def self_ask_method() -> Any:
+    register(SELF_ASK_SPEC)
+    yield SELF_ASK_SPEC
+    METHODS.unregister(SELF_ASK_SPEC.name)
+
+
+@pytest.fixture
+def method_costs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """bench/method_costs.py writing to a copy of the shipped file."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import method_costs
+
+    path = tmp_path / "method_costs.json"
+    path.write_text(method_costs.OUT.read_text())
+    monkeypatch.setattr(method_costs, "OUT", path)
+    monkeypatch.setattr(method_costs, "write_results", lambda name, data: tmp_path / "r.json")
+    return method_costs
+
+
+def measure_self_ask(method_costs: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.setattr(sys, "argv", ["method_costs.py", "--methods", "self-ask"])
+    method_costs.main()
+    return dict(json.loads(method_costs.OUT.read_text()))
+
+
+def intermediate_fails(state: dict[str, Any], env: Env) -> StepGen:
+    """self_ask, but its reader fails whenever it runs (on the search path only)."""
+    update = yield from self_ask(state, env)
+    if not update.get("done"):
+        raise ValueError("the intermediate answer could not be read")
+    return update
+
+
+def failing_wire(graph: StateGraph, deps: Deps) -> None:
+    graph.add_node("self_ask", node(intermediate_fails, deps))
+    check = Decision(no_follow_up, go_on="self_ask")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
+    graph.add_node("answer", node(answer, deps))
+    graph.add_edge("question", "self_ask")
+    graph.add_edge("self_ask", "stop_check")
+    graph.add_edge("answer", END)
+
+
+@pytest.mark.parametrize(
+    ("broken", "why"),
+    [
+        ({"prompts": {"paper": MISSPELT}}, "self-ask: prompt 'intermediate' (paper profile)"),
+        ({"wire": failing_wire}, "6 of 6 questions failed: ValueError"),
+    ],
+)
+def test_a_failed_measurement_fails_make_register_and_is_not_recorded(
+    self_ask_method: Any,
+    method_costs: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    broken: dict[str, Any],
+    why: str,
+) -> None:
+    register(replace(SELF_ASK_SPEC, **broken), replace=True)
+    before = json.loads(method_costs.OUT.read_text())
+    with pytest.raises(SystemExit) as failed:
+        measure_self_ask(method_costs, monkeypatch)
+    message = str(failed.value.code)
+    assert message.startswith("error: self-ask/paper not measured: ") and "make register" in message
+    assert why in message + capsys.readouterr().err
+    after = json.loads(method_costs.OUT.read_text())
+    # no row: neither a cost measured with another model nor a "cannot run on the sample"
+    assert "self-ask/paper" not in after["costs"] and "self-ask/paper" not in after["not_measured"]
+    assert after["costs"] == before["costs"]
+
+
+def test_a_row_measured_at_max_steps_is_flagged(
+    self_ask_method: Any,
+    method_costs: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # the simulated endpoint answers self_ask as its example does (a follow-up, every time)
+    row = measure_self_ask(method_costs, monkeypatch)["costs"]["self-ask/paper"]
+    assert row["model"] == "sim" and row["steps"] == 3.0 and row["at_cap"] is True
+    assert row["llm_calls"] == 7.0  # 3 x (self_ask, intermediate), then the answer
+    out = capsys.readouterr().out
+    assert "self-ask/paper: measured at the cap: 3.0 steps per question = its max_steps 3" in out
+    # a method whose loop stops before its cap is not flagged
+    shipped = json.loads(method_costs.OUT.read_text())["costs"]
+    assert shipped["deepnote/paper"].get("at_cap") is None and shipped["ircot/paper"]["at_cap"]
+
+
+def test_only_a_method_with_a_stand_in_falls_back_to_the_scripted_model() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import method_costs
+
+    assert [label for label, _, _ in method_costs.models("self-rag", "u")] == ["sim", "scripted"]
+    assert [label for label, _, _ in method_costs.models("deepnote", "u")] == ["sim"]
+
+
+# --- trap 4: the generic tests take a new method's search path ----------------------------------
+
+
+def test_a_looping_method_without_a_search_script_fails_the_generic_test() -> None:
+    # its default reply ("ok") asks no follow-up: the search and the reader never ran
+    bare = replace(SELF_ASK_SPEC, search_script=SearchScript())
+    assert loops(bare)
+    retriever = search_path_taken(bare, CORPUS)
+    assert not retriever.searched_after_a_reply()
+    assert no_search_path(bare) == (
+        "self-ask: with its search script its run never searched after a model's reply, so the "
+        "generic tests never ran its search path; declare MethodSpec.search_script with the reply "
+        'that makes it search (docs/methods.md, "Adding a method")'
+    )
+    # declared in its own files: the generic tests run its search path
+    assert search_path_taken(SELF_ASK_SPEC, CORPUS).searched_after_a_reply()
+
+
+def test_the_generic_tests_script_comes_from_the_methods_own_declaration() -> None:
+    traps = (Path(__file__).parent / "test_method_traps.py").read_text()
+    assert "SCRIPTS" not in traps  # no hand entry per method
+    model = ScriptedModel.searching("react")
+    assert model.script == dict(METHODS["react"].search_script.replies)
+
+
+# --- trap 5: `noterag methods` speaks of the method's own defaults and tasks --------------------
+
+
+def test_methods_shows_the_methods_own_sampling_and_tasks(self_ask_method: Any) -> None:
+    shown = cli("methods", "self-ask").stdout
+    flat = " ".join(shown.split())
+    assert "temperature None Sampling temperature for every call (None: paper: 0.0)." in flat
+    assert "top_p None Nucleus sampling top_p (None: paper: the model's own)." in flat
+    assert (
+        "task 'multihop' Answer style: multihop (short answer). The input's `task` overrides it."
+    ) in flat
+    assert "profile 'paper' paper: the printed paper's method. " in flat
+    # nothing of the shared class's text about other methods' defaults and tasks
+    assert "0.1" not in shown and "crud" not in shown and "Adaptive-Note" not in shown
+    # the note methods' official profile samples as the official code does
+    deepnote = " ".join(cli("methods", "deepnote").stdout.split())
+    assert "(None: paper: the model's own; official: 0.1)" in deepnote
+    helped = " ".join(cli("ask", "-m", "self-ask", "--help").stdout.replace("│", " ").split())
+    assert "Sampling temperature (self-ask's default: 0.0)" in helped
+    assert "(self-ask's default: multihop; self-ask answers multihop)" in helped

@@ -382,3 +382,17 @@ def test_the_server_never_shows_the_operators_credentials(
     text = log.read_text(errors="replace")
     assert operator_endpoint.host in text and "***" in text
     assert not _secrets_in(text)
+
+
+def test_a_url_loggers_children_are_redacted_whichever_module_logs(caplog) -> None:
+    # the openai SDK logs its requests from a module of its own (openai._base_client today):
+    # the redaction is by the logger's place under "openai", not by that module's name
+    from noterag.base.redact import redact_logs
+
+    redact_logs()
+    caplog.set_level(logging.DEBUG)
+    for name in ("openai", "openai.some_module", "httpx"):
+        logging.getLogger(name).debug("Request: http://u:Ch1ldPW@h/v1?api_key=Ch1ldKey")
+    logging.getLogger("openai_lookalike").debug("kept as is: http://u:Ot4erPW@h/v1")
+    assert caplog.text.count("http://***@h/v1?api_key=***") == 3
+    assert "Ch1ld" not in caplog.text and "Ot4erPW" in caplog.text

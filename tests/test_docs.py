@@ -67,7 +67,7 @@ def test_methods_table_follows_a_new_registration() -> None:
         table = docs.methods_table()
     finally:
         noterag.METHODS.unregister("toy")
-    assert "\n| `toy` | a \\| b | paper, official | answer |" in table
+    assert "\n| `toy` | a \\| b | paper, official, flashrag | answer |" in table
     assert len(table.splitlines()) == 2 + len(noterag.METHODS) + 1
 
 

@@ -321,19 +321,22 @@ class FlakySearch:
         return keyword_docs(query)
 
 
-def test_every_node_with_effects_has_langgraphs_retry_policy_for_searches() -> None:
-    from noterag.core.retry import SEARCH_RETRY
+def test_every_node_has_langgraphs_retry_policy_for_searches_and_it_retries_searches_only() -> None:
+    from noterag.core.retry import SEARCH_NOTE, SEARCH_RETRY
 
     for method in noterag.METHODS:
         nodes = noterag.build_graph(method, model=ScriptedModel()).builder.nodes
-        with_policy = {name for name, spec in nodes.items() if spec.retry_policy is SEARCH_RETRY}
-        assert "question" not in with_policy, method
-        assert with_policy, method
-    deepnote = noterag.build_graph("deepnote", model=ScriptedModel()).builder.nodes
-    with_policy = {name for name, spec in deepnote.items() if spec.retry_policy is not None}
-    # the steps written as effects (nodes.step.node), the human review's (it may search) too;
-    # the question step and the streaming answer search nothing
-    assert with_policy == {"init_note", "refine_query", "accumulate", "review", "review_answer"}
+        # graphs.assemble.add_search_retries: one named call, no marker on any node
+        assert {name for name, spec in nodes.items() if spec.retry_policy is SEARCH_RETRY} == set(
+            nodes
+        ), method
+    retry_on = SEARCH_RETRY.retry_on
+    assert callable(retry_on)
+    # a node that never searches is never run again: only a search's exception is retried
+    assert not retry_on(ConnectionRefusedError("a model endpoint restarting"))
+    searched = ConnectionRefusedError("a search server restarting")
+    searched.add_note(SEARCH_NOTE)
+    assert retry_on(searched)
 
 
 @pytest.mark.parametrize("run", ["invoke", "ainvoke"])

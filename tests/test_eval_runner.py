@@ -112,7 +112,13 @@ def test_every_row_has_every_field(
         assert set(r) == ROW_FIELDS | set(noterag.METHODS[method].result_fields)
         assert r["error"] is None and r["answer"] == "Aurelio Fenwick"
         assert r["golds"] == ["Aurelio Fenwick"] and r["task"] == "multihop"
-        assert r["metrics"] == {"em": 100.0, "f1": 100.0, "acc": 100.0, "acc_norm": 100.0}
+        assert r["metrics"] == {
+            "em": 100.0,
+            "f1": 100.0,
+            "acc": 100.0,
+            "acc_norm": 100.0,
+            "f1_flashrag": 100.0,
+        }
         assert r["prompt_tokens"] > 0 and r["completion_tokens"] > 0
         assert r["passages"] == len(r["passage_ids"]) == len(set(r["passage_ids"])) > 0
         assert r["method"] == method and r["context"] == {"top_k": 2}
@@ -349,7 +355,13 @@ def test_a_failing_question_is_recorded_and_the_run_goes_on(dataset: Path, tmp_p
     failed = rows["q3"]
     assert failed["error"] == "RuntimeError: the model exploded"  # one line
     assert failed["answer"] is None and failed["llm_calls"] is None and failed["trace"] is None
-    assert failed["metrics"] == {"em": 0.0, "f1": 0.0, "acc": 0.0, "acc_norm": 0.0}
+    assert failed["metrics"] == {
+        "em": 0.0,
+        "f1": 0.0,
+        "acc": 0.0,
+        "acc_norm": 0.0,
+        "f1_flashrag": 0.0,
+    }
     assert all(rows[q]["error"] is None for q in rows if q != "q3")
     assert summary["n_errors"] == 1 and summary["error_ids"] == ["q3"]
     assert summary["metrics"]["em"] == pytest.approx(500 / 6)

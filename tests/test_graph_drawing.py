@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,6 @@ from test_embedding import CORPUS, thread
 
 import noterag
 from noterag.core.spec import MethodError
-from noterag.core.step import decision_of
 from noterag.graphs.assemble import build
 from noterag.registry.methods import METHODS, note_methods
 from scripted import KeywordRetriever, ScriptedModel
@@ -55,13 +54,33 @@ def declared_routes(graph: Any) -> set[tuple[str, str]]:
     return routes
 
 
-def deciding_steps(graph: Any) -> dict[str, Any]:
-    """The graph's steps that decide (``noterag.core.decision.Decision``), by name."""
-    found = {
-        name: decision_of(spec.runnable)
-        for name, spec in graph.builder.nodes.items()
-        if decision_of(spec.runnable) is not None
-    }
+@dataclass(frozen=True)
+class Deciding:
+    """A step's conditional edge that applies one of its method's stop rules: the route named
+    after the rule leads to ``stop``, the other to ``go_on``."""
+
+    rule: str
+    go_on: str
+    stop: str
+
+    @property
+    def destinations(self) -> tuple[str, str]:
+        return (self.go_on, self.stop)
+
+
+def deciding_steps(graph: Any) -> dict[str, Deciding]:
+    """The graph's steps that decide (``noterag.core.decision.Decision``), by name: those whose
+    conditional edge has a route named after one of the method's stop rules (``SPEC.stops``)."""
+    rules = {rule.__name__ for rule in METHODS[graph.name].stops}
+    found: dict[str, Deciding] = {}
+    for source, branches in graph.builder.branches.items():
+        for branch in branches.values():
+            ends = dict(branch.ends or {})
+            for rule in rules & set(ends):
+                [go_on] = [target for label, target in ends.items() if label != rule] or [
+                    ends[rule]
+                ]
+                found[source] = Deciding(rule, go_on, ends[rule])
     return found
 
 
@@ -87,7 +106,7 @@ def check_drawing(method: str, graph: Any, drawn: dict[str, Any]) -> None:
         for target in decision.destinations:
             assert edges[name, target].get("conditional"), f"{method}: {name} -> {target}"
         if decision.go_on != decision.stop:
-            assert edges[name, decision.stop].get("data") == decision.rule.__name__, method
+            assert edges[name, decision.stop].get("data") == decision.rule, method
             assert "data" not in edges[name, decision.go_on], method
     if "review_answer" in graph.builder.nodes:  # the answer's review (graphs.assemble)
         assert edges["answer", "review_answer"].get("conditional"), method
@@ -128,7 +147,7 @@ def test_every_method_draws_its_real_routes(method: str) -> None:
         mermaid = drawn.draw_mermaid()
         for name, decision in deciding_steps(graph).items():
             if decision.go_on != decision.stop:
-                rule = decision.rule.__name__
+                rule = decision.rule
                 assert f"\t{name} -. &nbsp;{rule}&nbsp; .-> {decision.stop};" in mermaid
                 assert f"\t{name} -.-> {decision.go_on};" in mermaid
 

@@ -43,6 +43,15 @@ def test_no_entry_for_a_method_that_is_not_registered() -> None:
     assert extra == [], f"entries for no registered method: {', '.join(extra)}: {FIX}"
 
 
+def test_every_entry_measured_at_max_steps_says_so() -> None:
+    costs = shipped()["costs"]
+    for key, entry in costs.items():
+        cap = method_costs.max_steps(*key.split("/"))
+        at_cap = cap is not None and entry["steps"] is not None and entry["steps"] >= cap
+        assert entry.get("at_cap", False) == at_cap, f"{key}: {FIX}"
+    assert costs["iter-retgen/paper"]["at_cap"]  # its loop always runs T iterations
+
+
 # --- bench/method_costs.py: what each mode writes ----------------------------------------------------
 
 

@@ -43,7 +43,10 @@ from scripted import (
     KeywordRetriever,
     ScriptedModel,
     cli,
+    loops,
+    no_search_path,
     passages,
+    search_path_taken,
     use_model,
     velmora_index,
 )
@@ -52,28 +55,18 @@ CORPUS = passages(*VELMORA_ROWS)
 METHODS = list(noterag.METHODS)
 # a question (a method may search only a reply that asks one) naming what the passages do
 SEARCHING = "Who was Aurelio Fenwick of the Velmora Bridge?"
-# replies that make a method search more than once where its default reply would not
-SCRIPTS: dict[str, dict[str, Any]] = {
-    "adaptive-rag": {"classify": "C", "reason": [SEARCHING, "So the answer is: 1871."]},
-    "react": {
-        "reason": [
-            " Search it.\nAction 1: Search[Velmora Bridge]",
-            " Then him.\nAction 2: Search[Aurelio Fenwick]",
-        ]
-    },
-    "deepnote": {"refine_query": "1. When was Aurelio Fenwick born?\n2. Marrowgate Institute"},
-    "adaptive-note": {"refine_query": "1. When was Aurelio Fenwick born?"},
-}
 
 
 def settings(method: str) -> dict[str, Any]:
-    """Two iterations where the method has a loop."""
-    names = {f.name for f in fields(noterag.METHODS[method].context)}
-    return {"max_steps": 2} if "max_steps" in names else {}
+    """Two iterations where the method has a loop, and the settings its search script needs."""
+    spec = noterag.METHODS[method]
+    names = {f.name for f in fields(spec.context)}
+    return ({"max_steps": 2} if "max_steps" in names else {}) | dict(spec.search_script.settings)
 
 
 def scripted(method: str) -> ScriptedModel:
-    return ScriptedModel.for_method(method, script=SCRIPTS.get(method, {}), default=SEARCHING)
+    """The method's declared search script (MethodSpec.search_script), a question elsewhere."""
+    return ScriptedModel.searching(method, default=SEARCHING)
 
 
 def graph_of(method: str, model: ScriptedModel, **kwargs: Any) -> Any:
@@ -84,6 +77,15 @@ def graph_of(method: str, model: ScriptedModel, **kwargs: Any) -> Any:
 
 def drawn_ids(page: str) -> set[str]:
     return {html.unescape(i) for i in re.findall(r'data-id="([^"]*)"', page)}
+
+
+# --- 0. every method's search path runs in these tests -----------------------------------------
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if loops(noterag.METHODS[m])])
+def test_every_looping_method_searches_after_a_reply_with_its_search_script(method: str) -> None:
+    spec = noterag.METHODS[method]
+    assert search_path_taken(spec, CORPUS).searched_after_a_reply(), no_search_path(spec)
 
 
 # --- 1. the trace page shows every retrieved passage ----------------------------------------
@@ -214,7 +216,10 @@ def test_ask_json_has_steps_and_every_declared_output_field(
 ) -> None:
     spec = noterag.METHODS[method]
     use_model(monkeypatch, scripted(method))
-    loop = [f"--max-steps={n}" for n in settings(method).values()]
+    loop = [
+        f"--max-steps={value}" if key == "max_steps" else f"--context={key}={value}"
+        for key, value in settings(method).items()
+    ]
     result = cli("ask", QUESTION, "-m", method, "-i", str(index_dir), "--json", *loop)
     assert result.exit_code == 0, (result.output, result.exception)
     printed = json.loads(result.stdout)

@@ -44,7 +44,7 @@ def test_normalize_answer_follows_squad(text: str, expected: str) -> None:
 
 # --------------------------------------------------------------------------- the papers' cases
 
-ZERO = {"em": 0.0, "f1": 0.0, "acc": 0.0, "acc_norm": 0.0}
+ZERO = {"em": 0.0, "f1": 0.0, "acc": 0.0, "acc_norm": 0.0, "f1_flashrag": 0.0}
 
 
 def test_adaptive_note_case_study_5042() -> None:
@@ -55,6 +55,7 @@ def test_adaptive_note_case_study_5042() -> None:
         "f1": 100.0,
         "acc": 100.0,
         "acc_norm": 100.0,
+        "f1_flashrag": 100.0,
     }
     assert score("366", gold, "multihop") == ZERO
     chain_of_note = "The answer is not available in the passages provided."
@@ -80,7 +81,13 @@ def test_deepnote_case_study_stettin() -> None:
     Counted correct by acc; EM 0; F1: 1 shared token of 7 predicted → 2·(1/7)·1/(1/7+1) = 1/4.
     """
     result = score("Stettin (also known as Szczecin in Polish)", ["Stettin"], "multihop")
-    assert result == {"em": 0.0, "f1": pytest.approx(25.0), "acc": 100.0, "acc_norm": 100.0}
+    assert result == {
+        "em": 0.0,
+        "f1": pytest.approx(25.0),
+        "acc": 100.0,
+        "acc_norm": 100.0,
+        "f1_flashrag": pytest.approx(25.0),
+    }
 
 
 def test_deepnote_case_study_clatskanie_and_the_react_answer() -> None:
@@ -113,7 +120,13 @@ def test_every_metric_takes_the_best_alias() -> None:
     # MuSiQue question 2hop__335418_279684 has six aliases; the prediction matches the fourth.
     golds = ["Pittsburgh Pirates", "Orioles", "Pirates", "Baltimore Orioles", "New York Mets"]
     result = score("the Baltimore Orioles", golds, "multihop")
-    assert result == {"em": 100.0, "f1": 100.0, "acc": 100.0, "acc_norm": 100.0}
+    assert result == {
+        "em": 100.0,
+        "f1": 100.0,
+        "acc": 100.0,
+        "acc_norm": 100.0,
+        "f1_flashrag": 100.0,
+    }
     # F1 takes the best alias too: 2 of 3 tokens against "New York Mets" beats 0 elsewhere.
     assert score("New York", golds, "multihop")["f1"] == pytest.approx(100 * 0.8)
 
@@ -139,6 +152,7 @@ def test_us_navy_is_not_contained_raw_but_is_once_normalised() -> None:
         "f1": 100.0,
         "acc": 0.0,
         "acc_norm": 100.0,
+        "f1_flashrag": 100.0,
     }
 
 
@@ -149,6 +163,7 @@ def test_acc_is_raw_containment_ignoring_case() -> None:
         "f1": pytest.approx(100 * 2 / 3),
         "acc": 100.0,
         "acc_norm": 100.0,
+        "f1_flashrag": pytest.approx(100 * 2 / 3),
     }
 
 
@@ -174,6 +189,7 @@ def test_acc_is_a_substring_test_as_in_the_papers() -> None:
         "f1": 0.0,
         "acc": 100.0,
         "acc_norm": 100.0,
+        "f1_flashrag": 0.0,
     }
 
 
@@ -197,6 +213,7 @@ def test_f1_of_two_empty_sides_is_zero_as_in_the_official_code() -> None:
         "f1": 0.0,
         "acc": 0.0,  # "the" in "" → False
         "acc_norm": 100.0,  # the guard: "" equals ""
+        "f1_flashrag": 0.0,
     }
 
 
@@ -212,6 +229,7 @@ def test_yes_no_question_in_a_multihop_set() -> None:
         "f1": 100.0,
         "acc": 100.0,
         "acc_norm": 100.0,
+        "f1_flashrag": 100.0,
     }
     assert score("no", ["yes"], "multihop") == ZERO
 
@@ -246,7 +264,7 @@ def test_multihop_reproduces_the_official_numbers_on_a_small_run() -> None:
         ("I don't know", ["Celtic"]),
     ]
     means = aggregate(score(p, g, "multihop") for p, g in run)
-    assert list(means) == ["em", "f1", "acc", "acc_norm"]  # the papers' columns first
+    assert list(means) == ["em", "f1", "acc", "acc_norm", "f1_flashrag"]  # the papers' first
     assert round(means["acc"], 2) == 40.0
     assert round(means["em"], 2) == 40.0
     assert round(means["f1"], 2) == 61.33
@@ -418,6 +436,7 @@ def test_scores_are_percentages() -> None:
         "f1": pytest.approx((100 + 100 * 2 * 1 * (1 / 3) / (1 + 1 / 3)) / 2),
         "acc": 50.0,  # "chief of protocol" is not in "chief"
         "acc_norm": 50.0,
+        "f1_flashrag": pytest.approx((100 + 100 * 2 * 1 * (1 / 3) / (1 + 1 / 3)) / 2),
     }
 
 
@@ -430,7 +449,9 @@ def test_reports_list_the_papers_columns_before_ours() -> None:
         {"metrics": score("yes or no", ["no"], "strategyqa")},
     ]
     means = metric_means(rows)
-    assert list(means) == ["em", "f1", "acc", "acc_norm", "acc_strict"]
+    assert list(means) == ["em", "f1", "acc", "acc_norm", "acc_strict", "f1_flashrag"]
     # acc is the papers' column for both tasks: (0 + 100) / 2.
     assert means["acc"] == 50.0 and means["acc_norm"] == 100.0 and means["acc_strict"] == 0.0
-    assert [metric_label(m) for m in means] == ["EM", "F1", "Acc", "Acc (norm.)", "Acc (strict)"]
+    assert [metric_label(m) for m in means] == [
+        "EM", "F1", "Acc", "Acc (norm.)", "Acc (strict)", "F1 (FlashRAG)",
+    ]  # fmt: skip

@@ -198,8 +198,26 @@ def test_a_proposed_index_build_carries_its_estimate(tmp_path: Path) -> None:
 
     data = tmp_path / "data"
     data.mkdir()
-    plan = make_plan(load_table("deepnote-table1"), out=tmp_path / "o", data=data)
-    gtr = next(m for m in plan.missing if m.path.endswith("wikipedia/index-gtr"))
+    # the paper searched exactly: a flat index by default, with what searching it holds
+    exact = make_plan(load_table("deepnote-table1"), out=tmp_path / "o", data=data)
+    flat = next(m for m in exact.missing if m.path.endswith("wikipedia/index-gtr"))
+    assert flat.cost is not None and "--dense-index flat" in flat.provide
+    assert flat.cost.startswith(
+        "building it (flat index of 21,015,324 passages, the table's count)"
+    )
+    assert f"about {21_015_324 * 768 * 4 / 2**30:,.1f} GiB to hold in memory" in flat.cost
+    assert not any(run.approximate for run in exact.runs)
+    # IVF-PQ only when asked, beside the exact index, its cells marked approximate
+    plan = make_plan(
+        load_table("deepnote-table1"), out=tmp_path / "o", data=data, index_type="ivfpq"
+    )
+    gtr = next(m for m in plan.missing if m.path.endswith("wikipedia/index-gtr-ivfpq"))
+    assert "--dense-index ivfpq" in gtr.provide and gtr.provide.endswith("index-gtr-ivfpq")
+    dense_runs = [run for run in plan.runs if run.index.startswith("dense:")]
+    assert dense_runs and all(run.approximate for run in dense_runs)
+    assert all("ivfpq (approximate)" in run.index_type for run in dense_runs)
+    marked = {c.run for c in plan.cells if c.approximate}
+    assert marked == {run.name for run in dense_runs}
     guess = estimate(21_015_324, "ivfpq")
     assert gtr.cost is not None
     assert gtr.cost.startswith(
@@ -217,8 +235,11 @@ def test_a_proposed_index_build_carries_its_estimate(tmp_path: Path) -> None:
         m.cost is None for m in plan.missing if not m.provide.startswith("run: noterag index")
     )
     result = invoke("deepnote-table1", "--dry-run", "--out", str(tmp_path / "o"),
-                    "--data", str(data), "--datasets", "asqa")  # fmt: skip
+                    "--data", str(data), "--datasets", "asqa", "--index-type", "ivfpq")  # fmt: skip
     assert f"  warning: {gtr.cost}" in result.stdout.splitlines()
+    result = invoke("deepnote-table1", "--dry-run", "--out", str(tmp_path / "o"),
+                    "--data", str(data), "--datasets", "asqa")  # fmt: skip
+    assert f"  warning: {flat.cost}" in result.stdout.splitlines()
 
 
 def test_a_corpus_on_disk_is_counted_for_the_estimate(tmp_path: Path) -> None:
@@ -327,8 +348,44 @@ def test_the_dry_run_shows_each_runs_settings_and_each_datasets_sample(
     lines = result.stdout.splitlines()
     for run in plan.runs:
         settings = json.dumps(run.context, sort_keys=True, ensure_ascii=False)
-        assert f"  {run.method}, settings: {settings}" in lines
+        at = lines.index(f"{run.name} (rows: {', '.join(run.rows)})") + 1
+        block = lines[at : at + 8]
+        assert block[0] == f"  {run.method}, profile {run.profile}, settings: {settings}"
+        # what produced the published number: backbone, decoding, sample, index, metric
+        assert block[1].startswith(f"  backbone: {run.backbone} (the published number's")
+        assert block[2] == f"  decoding: {run.decoding}" and run.decoding
+        assert block[3] == f"  the paper's sample: {table.datasets[run.dataset].sample}"
+        assert block[5] == f"  index: {run.index_type}: {run.index}" and run.index_type
+        # on the shipped sample, the index the paper searched is named beside the stand-in
+        assert "(the paper's: " in run.index_type or run.index_type == "none (closed book)"
+        assert block[6] == f"  metrics: {', '.join(run.metrics)}" and run.metrics
+    # every cell no run gives says why: its row skipped, its metric not scored, or apart
+    text = "\n".join(lines)
+    skipped = {s.row: s.reason for s in plan.skipped}
+    for cell in plan.cells:
+        if cell.run is None:
+            why = skipped.get(cell.row) or cell.unscored
+            assert why and why in text, (cell.row, cell.metric)
+        if cell.not_comparable:
+            assert cell.not_comparable in text
     for key in {run.dataset for run in plan.runs}:
         ds = table.datasets[key]
         line = f"{key} ({ds.name}): the paper's sample: {ds.sample}; retriever: {ds.retriever}"
         assert line in lines
+
+
+def test_a_built_index_is_judged_by_its_manifest(tmp_path: Path) -> None:
+    """An index already under --data is what it is: an IVF-PQ one (its manifest's faiss kind)
+    marks its runs' cells approximate even without --index-type; a flat one does not."""
+    from noterag.retrievers.indexdir import MANIFEST_NAME
+
+    data = tmp_path / "data"
+    index = data / "wiki18" / "index-e5"
+    index.mkdir(parents=True)
+    for kind, approximate in (("ivfpq", True), ("flat", False)):
+        (index / MANIFEST_NAME).write_text(json.dumps({"kind": "dense", "faiss": {"kind": kind}}))
+        plan = make_plan(load_table("resp-table2"), out=tmp_path / "o", data=data, rows=["resp"])
+        assert plan.runs and all(bool(run.approximate) == approximate for run in plan.runs)
+        assert all(f"dense, {'ivfpq (approximate)' if approximate else 'exact (FAISS flat)'}, built"
+                   in run.index_type for run in plan.runs)  # fmt: skip
+        assert all(bool(c.approximate) == approximate for c in plan.cells if c.run)

@@ -35,7 +35,7 @@ from langgraph.graph import END, StateGraph
 
 import noterag
 from noterag.core.context import MOST_STEPS, RunContext, setting
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.progress import Line
 from noterag.core.prompt import AnswerPrompts, Prompt
 from noterag.core.spec import Deps, MethodSpec
@@ -115,7 +115,9 @@ def enough(state: Any, ctx: Any, profile: Any) -> str | None:
 
 def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("guess", node(guess, deps))
-    graph.add_node("stop_check", stop_check(enough, deps, go_on="guess"))
+    check = Decision(enough, go_on="guess")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "guess")
     graph.add_edge("guess", "stop_check")

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
+from typing import Any
 
 # scheme://userinfo@ : everything between "//" and the first "@" before the host's end.
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@?#]+@")
@@ -38,37 +40,49 @@ def redact(text: str) -> str:
     return _SECRET_PARAM.sub(lambda m: f"{m['name']}{REDACTED}", text)
 
 
-# The loggers that print request URLs: httpx and its successor httpx2 (INFO, one line per
+# The loggers that print request URLs, each with the loggers under it (a record of
+# "openai.<module>" is the openai SDK's): httpx and its successor httpx2 (INFO, one line per
 # request), their httpcore (DEBUG), the openai SDK's (DEBUG), Elasticsearch's transport (INFO)
 # and urllib3 under it.
 URL_LOGGERS = (
-    "httpx", "httpx2", "httpcore", "httpcore2", "openai", "openai._base_client",
-    "elastic_transport.transport", "urllib3.connectionpool",
+    "httpx", "httpx2", "httpcore", "httpcore2", "openai", "elastic_transport.transport",
+    "urllib3.connectionpool",
 )  # fmt: skip
 
 
-class RedactingFilter(logging.Filter):
-    """A filter that leaves every record in, its message and traceback redacted. A filter of a
-    logger sees only the records made by that logger (not its children's): ``redact_logs``
-    puts one on each logger that names URLs."""
+def redact_record(record: logging.LogRecord) -> logging.LogRecord:
+    """``record`` with its message and traceback redacted, in place."""
+    if isinstance(record.msg, str):  # not a structured event (structlog keeps a dict)
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a malformed record: the handler reports it
+            return record
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+    if record.exc_info and not record.exc_text:
+        record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+    return record
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str):  # not a structured event (structlog keeps a dict)
-            try:
-                message = record.getMessage()
-            except (TypeError, ValueError):  # a malformed record: the handler reports it
-                return True
-            clean = redact(message)
-            if clean != message:
-                record.msg, record.args = clean, ()
-        if record.exc_info and not record.exc_text:
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
-        return True
+
+class _RedactingFactory:
+    """A log record factory (``logging.setLogRecordFactory``) that redacts every record of the
+    loggers it names and of the loggers under them, whichever module of a library logs it,
+    before any filter or handler sees it."""
+
+    def __init__(self, make: Callable[..., logging.LogRecord], names: tuple[str, ...]) -> None:
+        self.make, self.names = make, names
+        self.prefixes = tuple(f"{name}." for name in names)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self.make(*args, **kwargs)
+        if record.name in self.names or record.name.startswith(self.prefixes):
+            redact_record(record)
+        return record
 
 
 def redact_logs(names: tuple[str, ...] = URL_LOGGERS) -> None:
-    """Put a ``RedactingFilter`` on each of the loggers ``names`` (once)."""
-    for name in names:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
-            logger.addFilter(RedactingFilter())
+    """Redact every log record of the loggers ``names`` and of those under them (once)."""
+    current = logging.getLogRecordFactory()
+    if not isinstance(current, _RedactingFactory):
+        logging.setLogRecordFactory(_RedactingFactory(current, names))

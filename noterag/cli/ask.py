@@ -106,7 +106,7 @@ def ask_command(
         float | None,
         typer.Option(
             "--temperature",
-            help="Sampling temperature (default: 0.1).",
+            help="Sampling temperature ({default}).",
             show_default=False,
         ),
     ] = None,
@@ -114,7 +114,7 @@ def ask_command(
         float | None,
         typer.Option(
             "--top-p",
-            help="Nucleus sampling top_p (default: 0.9).",
+            help="Nucleus sampling top_p ({default}).",
             show_default=False,
         ),
     ] = None,

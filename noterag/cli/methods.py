@@ -10,15 +10,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from noterag.cli.method_help import PROFILE_NOTES, setting_meaning
 from noterag.cli.options import known_method
 from noterag.registry.methods import METHODS
-
-PROFILE_NOTES = {
-    "paper": "the printed paper's method",
-    "official": "reproduces the official code: the configuration that produced the published "
-    "numbers",
-    "original": "the baseline as its own paper and code ran it (docs/deviations.md)",
-}
 
 
 def methods_command(
@@ -58,6 +52,6 @@ def methods_command(
             if f.name == "prompts":  # set with --prompt
                 continue
             default = "" if f.default is MISSING else repr(f.default)
-            table.add_row(f"  {f.name}", default, f.metadata.get("description", ""))
+            table.add_row(f"  {f.name}", default, setting_meaning(spec, f))
         console.print(table)
         console.print()

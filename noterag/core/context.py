@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from noterag.base.errors import ConfigError
 
 TASKS = ("multihop", "asqa", "strategyqa", "crud")
-PROFILES = ("paper", "official", "original")
+PROFILES = ("paper", "official", "original", "flashrag")
 
 # A passage longer than this many characters is cut in prompts (``max_passage_chars``): about
 # 2,500 tokens, several times a Wikipedia paragraph, so that a whole article (or a 15 MB line)
@@ -201,14 +201,16 @@ class RunContext(metaclass=_Settings):
         "Answer style: multihop (short answer), asqa (long form), strategyqa (yes/no), "
         "crud (Adaptive-Note only). The input's `task` overrides it.",
     )
-    profile: Literal["paper", "official", "original"] = setting(
+    profile: Literal["paper", "official", "original", "flashrag"] = setting(
         "paper",
         "paper: the papers' method as printed, with robust engineering; official: reproduce the "
         "official code, the configuration that produced the published numbers (its prompt files "
         "byte for byte, raw-reply queries, duplicate passages, lenient verdicts, sampling "
         "0.1 / 0.9 / 1280 tokens); original (baselines): the baseline as its own paper and code "
         "ran it, where that differs from the note papers' setup (its own top-k, decoding, reader; "
-        "the settings it changes, docs/deviations.md).",
+        "the settings it changes, docs/deviations.md); flashrag (the baselines ReSP Table 2 "
+        "reprints from FlashRAG's benchmark): FlashRAG's prompts, passage format and decoding "
+        "(temperature 1.0, top_p 1.0, 32 tokens).",
     )
     temperature: float | None = setting(
         None,
@@ -468,7 +470,7 @@ def with_configurable(
 # configurable keys of the LangGraph server's own (a per-assistant model and index) that are
 # close to a setting's name (self-rag's mode) without being one
 SERVER_KEYS = frozenset({"model", "index"})
-# LangGraph's own configurable keys (and the server's), beside the "__pregel_..." ones
+# LangGraph's own configurable keys (and the server's), beside its internal "__"-prefixed ones
 LANGGRAPH_KEYS = frozenset(
     {"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "user_id", "run_id",
      "graph_id", "assistant_id", "cron_id"}

@@ -7,24 +7,30 @@ declares them in its ``MethodSpec.stops``. A ``Decision`` applies a rule and rou
 step's update records the reason, a conditional edge routes on it): on to the method's next
 step, or to ``answer`` with ``stop_reason`` set. It runs once, where the algorithm box puts the
 test: at the end of the paper step that decides (DeepNote's adaptive retrieval decision,
-Adaptive-Note's memory reviewer: ``node(review, deps, then=decision)``), or as a ``stop_check``
-step of its own where the box tests apart from any step. ``answer`` knows nothing about
-stopping.
+Adaptive-Note's memory reviewer: ``node(review, deps, then=decide)``), or as a ``stop_check``
+step of its own where the box tests apart from any step. Either way the method's wiring draws
+the route itself, beside the node::
+
+    decide = Decision(threshold_stop, go_on="refine_query")
+    graph.add_node("review", node(review, deps, then=decide))
+    graph.add_conditional_edges("review", decide.route, decide.routes)
+
+``answer`` knows nothing about stopping.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.runnables import Runnable
-from langgraph.runtime import Runtime
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.runtime import get_runtime
 from typing_extensions import TypedDict
 
 from noterag.core.profiles import Profile
 from noterag.core.spec import Deps, MethodError, StopRule
-from noterag.core.step import deciding, on_loop, run_context
+from noterag.core.step import both_ways, check_declared_stop, run_context
 
 
 class Stopped(TypedDict, total=False):
@@ -59,12 +65,13 @@ class Decision:
     ``stop_reason`` (and ``record(state)``'s update, e.g. a baseline's one trace entry).
 
     The step that decides writes its update with ``stop_reason`` (``settle``); the route is a
-    conditional edge on the state that update leads to (``next_step``: ``stop`` once a
-    ``stop_reason`` is set), which ``graphs.assemble.build`` adds for every deciding node
-    (``decision_of``), the node's one route (what Studio draws, the stop labelled with the
-    rule's name). An edge rather than a ``Command``: LangGraph re-runs a node's edges when
-    ``update_state`` writes as that node, so "interrupt before answer, edit the state, continue"
-    still reaches the answer; a ``Command``'s goto is lost there."""
+    conditional edge on the state that update leads to (``route``: ``stop`` once a
+    ``stop_reason`` is set), which the method's wiring adds beside the deciding node:
+    ``graph.add_conditional_edges(step, decide.route, decide.routes)``, the node's one route
+    (what Studio draws, the stop labelled with the rule's name). An edge rather than a
+    ``Command``: LangGraph re-runs a node's edges when ``update_state`` writes as that node, so
+    "interrupt before answer, edit the state, continue" still reaches the answer; a
+    ``Command``'s goto is lost there."""
 
     rule: StopRule
     go_on: str
@@ -82,7 +89,7 @@ class Decision:
         return (self.go_on, self.stop)
 
     @property
-    def routes(self) -> dict[str, str]:
+    def routes(self) -> dict[Hashable, str]:
         """The conditional edge's path map, what ``next_step`` says -> the node it leads to.
         Stopping is named by the rule (``threshold_stop``): LangGraph draws a route named
         otherwise than its node with the name on the edge, so Studio shows which stop
@@ -106,38 +113,31 @@ class Decision:
             return {**(update or {}), "stop_reason": why, **record}
         return dict(update or {})
 
-    def next_step(self, state: Mapping[str, Any]) -> str:
-        """Where the graph goes after the deciding step (its conditional edge): the route to
-        ``stop`` once a ``stop_reason`` is set, else ``go_on`` (a key of ``routes``)."""
+    def route(self, state: Stopped) -> str:
+        """Where the graph goes after the deciding step (its conditional edge's path): the
+        route to ``stop`` once a ``stop_reason`` is set, else ``go_on`` (a key of ``routes``).
+        Its parameter's type tells LangGraph to read only ``stop_reason`` for it, not a copy of
+        the whole state."""
         return self.rule.__name__ if state.get("stop_reason") else self.go_on
 
-    def edge(self) -> Runnable:
-        """``next_step`` as a conditional edge's path (computes only: runs on the loop). Its
-        parameter's type tells LangGraph to read only ``stop_reason`` for it, not a copy of
-        the whole state."""
 
-        def route(state: Stopped) -> str:
-            return self.next_step(state)
+def stop_check(decision: Decision, deps: Deps) -> Runnable:
+    """The graph step that applies ``decision`` where the algorithm box tests it apart from any
+    step; the wiring adds it as the node ``stop_check`` and draws its route::
 
-        return on_loop(route, name=f"route_{self.go_on}_or_{self.stop}")
+        check = Decision(ircot_stop, go_on="retrieve")
+        graph.add_node("stop_check", stop_check(check, deps))
+        graph.add_conditional_edges("stop_check", check.route, check.routes)
+    """
+    check_declared_stop(deps, "stop_check", decision.rule)
 
-
-def stop_check(
-    rule: StopRule,
-    deps: Deps,
-    *,
-    go_on: str,
-    stop: str = "answer",
-    record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
-) -> Runnable:
-    """The graph step that applies ``rule`` (a ``Decision``) where the algorithm box tests
-    it apart from any step. Add it as a plain node: ``graphs.assemble.build`` wires its route
-    (``wire_decisions``)."""
-    decision = Decision(rule, go_on, stop, record)
-
-    def decide(state: Mapping[str, Any], runtime: Runtime) -> dict[str, Any]:
-        ctx = run_context(deps.context_schema, runtime.context)
+    def stop_check(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        ctx = run_context(deps.context_schema, get_runtime().context, config.get("configurable"))
         return decision.settle(state, ctx, deps.profile(ctx, state))
 
-    decide.__name__ = decide.__qualname__ = "stop_check"
-    return deciding(on_loop(decide), decision)
+    async def astop_check(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return stop_check(state, config)
+
+    # a Runnable with an async body: it only computes, so under ainvoke it runs on the event
+    # loop (LangGraph runs a plain sync function node in a worker thread there)
+    return both_ways(stop_check, astop_check, name="stop_check")

@@ -3,7 +3,9 @@
 ``paper`` (default) follows the papers with robust engineering; ``official`` reproduces the
 official Adaptive-Note / DeepNote code (thunlp), so results compare with published numbers;
 ``original`` runs a baseline as its own paper and code did (its settings and prompts: the
-method's context ``ORIGINAL`` and prompt set "original"; docs/deviations.md).
+method's context ``ORIGINAL`` and prompt set "original"; docs/deviations.md); ``flashrag`` runs
+a baseline as FlashRAG's benchmark ran it (ReSP Table 2 reprints it): the paper strategies with
+FlashRAG's passage format and decoding, and the method's prompt set "flashrag".
 Nodes never test the profile name: they call these strategies.
 
 | behaviour        | paper                                   | official                              |
@@ -231,6 +233,35 @@ def _official(code: str, task: str, dense: bool) -> Profile:
     )
 
 
+# --- flashrag ----------------------------------------------------------------------------------
+
+
+def flashrag_passages(passages: Sequence[Passage]) -> str:
+    """RUC-NLPIR/FlashRAG flashrag/prompt/base_prompt.py ``format_reference`` @ 0e4da8c (no
+    reference_template): ``Doc {idx+1}(Title: {title}) {text}\n`` per passage, the title being
+    the first line of the corpus's ``contents`` as it stands. FlashRAG's wiki18 corpus quotes
+    every title there (``"Aaron"``); noterag's reader drops those quotes (retrievers/corpus.py),
+    so they are put back: the dense runs' prompts read ``(Title: "Aaron")`` as FlashRAG's did."""
+    return "".join(
+        f'Doc {i}(Title: "{p["title"]}") {p["text"]}\n' for i, p in enumerate(passages, 1)
+    )
+
+
+# FlashRAG's benchmark decoding (RUC-NLPIR/FlashRAG @ 0e4da8c examples/methods/my_config.yaml:
+# generation_params {do_sample: False, max_tokens: 32}). Its VLLMGenerator.generate
+# (flashrag/generator/generator.py @ 0e4da8c) pops do_sample and sets no temperature, so vLLM's
+# SamplingParams defaults applied: temperature 1.0, top_p 1.0 (the greedy fix, temperature 0
+# when do_sample is False, came with 1985658 on 2024-10-25, after the table). docs/deviations.md.
+FLASHRAG_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_tokens": 32}
+
+# profile="flashrag": a baseline as FlashRAG's benchmark ran it (ReSP Table 2 reprints those
+# numbers): the paper strategies, FlashRAG's passage format and decoding; its prompts are the
+# method's prompt set "flashrag" (noterag.prompts.flashrag).
+FLASHRAG = replace(
+    PAPER, name="flashrag", format_passages=flashrag_passages, sampling=FLASHRAG_SAMPLING
+)
+
+
 # Amber's paper profile differs only in how its one new question is read from the reply.
 AMBER_PAPER = replace(PAPER, name="paper", new_queries=amber_new_queries)
 
@@ -263,11 +294,13 @@ def get_profile(
     task: str = "multihop",
     dense: bool = False,
     original: Profile | None = None,
+    flashrag: bool = False,
 ) -> Profile:
     """The strategies of profile ``name`` for ``method``: ``paper`` (the method's own paper
     profile, ``PAPER`` unless it declares another), ``official``, which reproduces the
     official code ``official_code`` ("adaptive-note" or "deepnote"; None: the method has none),
-    or ``original`` (None: the method has none), a baseline as its own paper and code ran it.
+    or ``original`` (None: the method has none), a baseline as its own paper and code ran it,
+    or ``flashrag`` (``flashrag``: the method has FlashRAG's prompts), as FlashRAG's benchmark ran it.
     Under ``official`` the passage format also depends on the run's task and whether the
     retriever is dense."""
     if name == "paper":
@@ -287,4 +320,13 @@ def get_profile(
                 "methods whose authors published one (`noterag methods` lists each method's profiles)"
             )
         return _official(official_code, task, dense)
-    raise ConfigError(f"profile must be 'paper', 'official' or 'original', not {name!r}")
+    if name == "flashrag":
+        if not flashrag:
+            raise ConfigError(
+                f"{method} has no flashrag profile: profile 'flashrag' is for the baselines run "
+                "with FlashRAG's prompts and decoding (`noterag methods` lists each method's profiles)"
+            )
+        return FLASHRAG
+    raise ConfigError(
+        f"profile must be 'paper', 'official', 'original' or 'flashrag', not {name!r}"
+    )

@@ -33,8 +33,7 @@ from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
-from langgraph.constants import CONFIG_KEY_CHECKPOINTER
-from langgraph.runtime import Runtime
+from langgraph.runtime import get_runtime
 from langgraph.types import Overwrite
 
 from noterag.base.errors import ConfigError
@@ -48,7 +47,7 @@ from noterag.core.step import (
     Ask,
     Env,
     StepGen,
-    StepRunnable,
+    both_ways,
     node,
     reply_text,
     run_context,
@@ -145,8 +144,9 @@ def question_step(
     question.__doc__ = ask.__doc__
     rewrite = node(question, deps)
 
-    def checked(state: dict[str, Any], config: RunnableConfig, runtime: Runtime) -> None:
+    def checked(state: dict[str, Any], config: RunnableConfig) -> None:
         # once per run, before any step's work: the settings only a whole run can judge
+        runtime = get_runtime(deps.context_schema)
         configurable = config.get("configurable") or {}
         check_configurable(deps.context_schema, configurable, deps.config_keys)
         ctx = run_context(deps.context_schema, runtime.context, configurable)
@@ -156,24 +156,24 @@ def question_step(
                 deps.prompts,
                 ctx,
                 state.get("task") or ctx.task,
-                checkpointer=configurable.get(CONFIG_KEY_CHECKPOINTER) is not None,
+                # a run's thread: what a checkpointer keeps it under (LangGraph's ExecutionInfo)
+                checkpointer=runtime.execution_info is not None
+                and runtime.execution_info.thread_id is not None,
             )
 
-    # A first turn (most runs: every eval question) computes only: it skips the step machinery
-    # a model call needs and runs on the event loop under ainvoke (see on_loop).
-    def first_or_follow_up(state: dict[str, Any], config: RunnableConfig, runtime: Runtime) -> Any:
-        checked(state, config, runtime)
+    # A first turn (most runs: every eval question) makes no model call: the rewrite's step
+    # runs only on a follow-up.
+    def first_or_follow_up(state: dict[str, Any], config: RunnableConfig) -> Any:
+        checked(state, config)
         return rewrite.invoke(state, config) if earlier_turns(state) else ask(state, fresh)
 
-    async def afirst_or_follow_up(
-        state: dict[str, Any], config: RunnableConfig, runtime: Runtime
-    ) -> Any:
-        checked(state, config, runtime)
+    async def afirst_or_follow_up(state: dict[str, Any], config: RunnableConfig) -> Any:
+        checked(state, config)
         if earlier_turns(state):
             return await rewrite.ainvoke(state, config)
         return ask(state, fresh)
 
-    return StepRunnable(first_or_follow_up, afirst_or_follow_up, name="question")
+    return both_ways(first_or_follow_up, afirst_or_follow_up, name="question")
 
 
 def earlier_turns(state: Mapping[str, Any]) -> list[BaseMessage]:

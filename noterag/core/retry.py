@@ -8,24 +8,21 @@ added to the exception, which also says in a traceback where it came from). An e
 without the note is never retried, whatever its type: the model's requests are retried by the
 model's own client, one request at a time (``noterag.models.retries``; it honours Retry-After
 and is counted per question), while a node's retry would send the node's finished calls again.
-``graphs.assemble.build`` gives the policy to every node that performs effects (``noterag.core.step.node``
-and REPLUG's own search step), since most searching steps also ask the model.
+``graphs.assemble.add_search_retries`` gives the policy to every node a method has not given
+its own: a node that never searches never raises a noted exception, so the policy never re-runs
+it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from langgraph.types import RetryPolicy, default_retry_on
 
 from noterag.base.errors import NoteragError
 
 SEARCH_NOTE = "noterag: raised by a search (the retriever)"
-
-# the attribute of a node's Runnable that marks it as one that searches (``searching``)
-_SEARCHES = "noterag_searches"
 
 
 @contextmanager
@@ -74,14 +71,3 @@ def transient_search_failure(exc: Exception) -> bool:
 
 
 SEARCH_RETRY = RetryPolicy(max_attempts=3, retry_on=transient_search_failure)
-
-
-def searching(runnable: Any) -> Any:
-    """Mark a node's Runnable as one that searches: ``graphs.assemble.build`` gives it
-    ``SEARCH_RETRY``."""
-    object.__setattr__(runnable, _SEARCHES, True)
-    return runnable
-
-
-def searches(runnable: Any) -> bool:
-    return bool(getattr(runnable, _SEARCHES, False))

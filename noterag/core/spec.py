@@ -135,10 +135,11 @@ class Deps:
     # the keys of ``config["configurable"]`` that are theirs, not a misspelt setting
     config_keys: frozenset[str] = frozenset()
     _quiet: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # the method's stop rules (MethodSpec.stops): a step deciding by another is refused when
+    # the graph is built (noterag.core.step.node); None: not checked (Deps built by hand)
+    stops: tuple[StopRule, ...] | None = None
     # (stage, stream) -> the model model_for gave (a stage without a role raises every time)
     _for: dict[tuple[str, bool], Any] = field(default_factory=dict, repr=False, compare=False)
-    # the Env of each run under way, by its writer's id (noterag.core.step.node)
-    _envs: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def profile(self, ctx: Any, state: Mapping[str, Any]) -> Profile:
         """This run's profile strategies: the context's profile for this method, the run's task
@@ -154,6 +155,7 @@ class Deps:
             task=state.get("task") or ctx.task,
             dense=self.dense,
             original=self.original_profile,
+            flashrag="flashrag" in self.prompts,
         )
 
     def model_for(self, stage: str, *, stream: bool = False) -> Any:
@@ -183,6 +185,23 @@ class Deps:
         return self._quiet[role]
 
 
+@dataclass(frozen=True)
+class SearchScript:
+    """What makes a stand-in model's run of a method take its search path: search again after a
+    model's reply, and read what that search found. The generic tests (tests/test_method_traps.py)
+    run every method with its script and fail when a looping method never searches after a
+    reply; bench/method_costs.py's scripted stand-in replies with it too. The stages it does not
+    name get the stand-in's default reply ("ok"), which asks no follow-up question."""
+
+    # stage -> its reply (a string, or a list given in turn, the last one repeated): the shape
+    # that makes the method search ("Follow up: ...", "1. <a question>", "Search[...]"), whatever
+    # the corpus
+    replies: Mapping[str, Any] = field(default_factory=dict)
+    # run settings it also needs (FLARE searches on an uncertain token: threshold=1.0 makes every
+    # token of a stand-in's certain reply one)
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, kw_only=True)
 class MethodSpec:
     """Everything noterag needs to know about one method."""
@@ -201,7 +220,7 @@ class MethodSpec:
     wire: Callable[[StateGraph[Any, Any, Any, Any], Deps], None]
     stage_roles: Mapping[str, str] = field(default_factory=dict)
     # its stop rules, each applied by a Decision its wiring sets up (noterag.core.decision): building
-    # the graph refuses a deciding step whose rule is not one of these
+    # the graph refuses a deciding step whose rule is not one of these (noterag.core.step.node)
     stops: tuple[StopRule, ...] = ()
     # the state field of the queries it searched with (an eval row's "queries"); None: it keeps
     # no query log
@@ -231,6 +250,10 @@ class MethodSpec:
     # (the generic contract tests' scripted one) shapes its replies with it; None: any chat
     # model will do
     stand_in: Callable[[str, str], str] | None = None
+    # the replies (and settings) that make a stand-in model's run search after a reply: what the
+    # generic tests run the method with (SearchScript). Empty: the default reply already does,
+    # or the method searches only before its first call
+    search_script: SearchScript = field(default_factory=SearchScript)
 
     @property
     def profiles(self) -> tuple[str, ...]:
@@ -302,6 +325,7 @@ class MethodSpec:
             # every method's question step rewrites follow-ups with its own role (noterag.core.question)
             roles=(*self.roles, CONDENSE_ROLE) if self.roles else (),
             config_keys=config_keys,
+            stops=self.stops,
         )
 
 

@@ -114,6 +114,24 @@ class ChatFields(TypedDict, total=False):
     asked: str
 
 
+class SharedFields(CostFields, ChatFields, total=False):
+    """The state fields the engine and the shared steps write or read, with their types: a
+    method's state need not declare them all, but one it declares has this type
+    (noterag.core.checks refuses another when the graph is built). The question step writes
+    ``question``, ``task``, ``messages`` and ``asked``; every step the cost fields; the shared
+    retrieve and answer steps ``passages``, ``best_note`` and ``answer``; eval rows, ``ask --json``
+    and the trace page read ``steps``, ``trace`` and ``stop_reason``."""
+
+    question: str
+    task: str
+    answer: str
+    best_note: str
+    passages: list[Passage]
+    steps: int
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    stop_reason: str
+
+
 class NoteOutput(CostFields, ChatFields, total=False):
     """What a note-centric run returns."""
 

@@ -3,28 +3,28 @@
 A step is a generator function ``step(state, env)`` named after the paper's step. It yields
 ``Ask`` (one model call) or ``Search`` (one retrieval), or a list of them to run concurrently,
 receives the results, and returns the state update. ``node(step, deps)`` turns it into a graph
-node that runs the same code under ``invoke`` (threads for concurrent effects) and ``ainvoke``
-(``asyncio.gather``), so every step is written once and the async path is truly async (one
-event loop, no thread per call). ``env`` is the LangGraph runtime seen through the method: the
-run's context (``runtime.context``, defaults when None), its stream writer (``env.emit`` is
-``runtime.stream_writer``), the profile's strategies and the prompt set. docs/methods.md, "How
-a step is written", is the one page about this design.
+node, a plain ``RunnableLambda`` with a sync and an async body, that runs the same code under
+``invoke`` (threads for concurrent effects) and ``ainvoke`` (``asyncio.gather``), so every step
+is written once and the async path is truly async (one event loop, no thread per call); being a
+plain Runnable, it serves every entry point (``stream``, ``astream_events``, ``astream_log``,
+...) as LangChain's own do. ``env`` is the LangGraph runtime (``langgraph.runtime.get_runtime``)
+seen through the method: the run's context (``runtime.context``, defaults when None), its stream
+writer (``env.emit`` is ``runtime.stream_writer``), the profile's strategies and the prompt set.
+docs/methods.md, "How a step is written", is the one page about this design.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import functools
-import inspect
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
-from langchain_core.runnables.config import get_executor_for_config, var_child_runnable_config
-from langgraph.runtime import Runtime, get_runtime
+from langchain_core.runnables.config import get_executor_for_config
+from langgraph.runtime import get_runtime
 from langgraph.types import Command, Overwrite
 
 from noterag.core.context import (
@@ -37,7 +37,7 @@ from noterag.core.context import (
 from noterag.core.lcel import VERBATIM_ANSWER
 from noterag.core.parsing import count_fallbacks, fell_back
 from noterag.core.profiles import Profile
-from noterag.core.retry import note_search, searching
+from noterag.core.retry import note_search
 from noterag.core.spec import Deps, MethodError, override_prompts
 from noterag.core.state import Passage, after_update, declared_keys
 from noterag.retrievers.calls import asearch
@@ -103,26 +103,20 @@ class Env:
     ctx: Any
     deps: Deps
     profile: Profile
-    # the runtime's stream writer (stream_mode="custom"); a no-op when nobody listens
+    # the runtime's stream writer (stream_mode="custom"); LangGraph's does nothing when nobody
+    # listens
     writer: Callable[[Any], None] = lambda event: None
 
-    @property
+    @functools.cached_property  # built once per node run, and only when a step reads a prompt
     def prompts(self) -> Any:
         """The method's prompt set for this run's profile, with the run's prompt overrides
         (the context field ``prompts``)."""
-        return _with_overrides(self.deps.prompts[self.profile.name], self.ctx.prompts)
+        return override_prompts(self.deps.prompts[self.profile.name], self.ctx.prompts)
 
     @property
     def passage_cap(self) -> int | None:
         """The run's ``max_passage_chars`` (None for a context without the field: no cap)."""
         return getattr(self.ctx, "max_passage_chars", None)
-
-    @functools.cached_property  # read once per Env (a run's steps share theirs)
-    def listening(self) -> bool:
-        """Whether anyone reads this run's events: False when the writer does nothing (a run
-        not streamed with ``stream_mode="custom"``: ``invoke``, an eval's ``ainvoke``), so a
-        step may skip building an event's payload (``if env.listening: env.emit(...)``)."""
-        return not _silent(getattr(self.writer, "__code__", None))
 
     def emit(self, event: dict[str, Any]) -> None:
         """Send one progress event to ``stream_mode="custom"``."""
@@ -134,52 +128,9 @@ class Env:
         caller built too."""
         return dict(self._sampling)
 
-    @functools.cached_property  # built once per Env (a run's steps share theirs): read-only
+    @functools.cached_property  # built once per node run: read-only
     def _sampling(self) -> dict[str, Any]:
         return {**self.profile.sampling, **self.ctx.sampling()}
-
-
-def _does_nothing(event: Any) -> None:
-    pass
-
-
-@functools.lru_cache(maxsize=64)
-def _silent(code: Any) -> bool:
-    """Whether a writer whose code is ``code`` does nothing: its bytecode is a body of
-    ``pass`` (LangGraph's writer of a run that does not stream custom events is a fresh
-    ``def stream_writer(c): pass`` in every run, so the test is on its code, which is one
-    object). Any other code, or a writer that is no Python function (None here), listens."""
-    return code is not None and code.co_code == _does_nothing.__code__.co_code
-
-
-class _Same:
-    """A key that is equal only to a key of the same object (a prompt set holds dicts, so it
-    has no hash of its own). The cache holds the key, and so the object: its id cannot be
-    reused by another set while its entry lives."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Same) and other.obj is self.obj
-
-
-# A run's steps share one overridden set. Bounded: a server's clients may send a new override
-# with every run, and each entry holds a whole prompt set.
-@functools.lru_cache(maxsize=64)
-def _overridden(prompt_set: _Same, overrides: tuple[tuple[str, str], ...]) -> Any:
-    return override_prompts(prompt_set.obj, dict(overrides))
-
-
-def _with_overrides(prompt_set: Any, overrides: Mapping[str, str] | None) -> Any:
-    if not overrides:
-        return prompt_set
-    return _overridden(_Same(prompt_set), tuple(sorted(overrides.items())))
 
 
 def reply_text(message: BaseMessage, sep: str = "") -> str:
@@ -240,8 +191,7 @@ def capped(passages: list[Passage], limit: int | None) -> list[Passage]:
 def searched(env: Env, search: Search, docs: list[Any]) -> list[Passage]:
     """The passages a search found (capped as the run says), announced as a retrieval event."""
     found = capped([to_passage(d) for d in docs[: search.k]], env.passage_cap)
-    if env.listening:
-        env.emit(retrieval_event(search.query, search.k, found))
+    env.emit(retrieval_event(search.query, search.k, found))
     return found
 
 
@@ -294,68 +244,75 @@ def _ask_config(ask: Ask) -> RunnableConfig:
     }
 
 
-# (schema, id of the context given) -> (what was given, a deep copy of it, the configurable
-# settings beneath it, the resolved context)
-_CONTEXTS: dict[tuple[type, int], tuple[Any, Any, dict[str, Any], RunContext]] = {}
-_CONTEXTS_KEPT = 64
-# run_context's configurable when the caller passes none: the current run's
-_CURRENT: Any = object()
+def run_context(schema: type[RunContext], given: Any, configurable: Any = None) -> RunContext:
+    """The run's settings: ``given`` (the runtime's context: None, a dict or the dataclass)
+    resolved against ``schema``, with the settings given as ``config["configurable"]`` beneath
+    it (``with_configurable``). An invalid context or setting raises here, naming it."""
+    if not configured(schema, configurable):
+        if isinstance(given, schema):  # LangGraph turned a dict context into the dataclass
+            return given
+        if given is None:
+            return defaults(schema)
+    return resolve_context(schema, with_configurable(schema, given, configurable))
 
 
-def run_context(
-    schema: type[RunContext], given: Any, configurable: Mapping[str, Any] | None = _CURRENT
-) -> RunContext:
-    """``resolve_context(schema, given)`` with the settings given as ``config["configurable"]``
-    beneath it (``with_configurable``; by default the current run's configurable, so a stop
-    rule or a route reads the same settings as the steps), built once per context rather than
-    in every node: every node of a run (and every run of an eval, which passes one dict) is
-    given the same object, and building and checking the dataclass is most of a routing step's
-    own CPU. The object given is kept beside its id (an id reused by a later object cannot hit)
-    with a deep copy of it and the configurable settings, so a dict changed in place between
-    runs is resolved anew. Steps only read their context, so one resolved object serves every
-    run given an equal one."""
-    if configurable is _CURRENT:
-        configurable = (var_child_runnable_config.get() or {}).get("configurable")
-    settings = configured(schema, configurable)
-    if not settings and isinstance(given, schema):
-        return given
-    key = (schema, id(given))
-    cached = _CONTEXTS.get(key)
-    if cached is not None and cached[0] is given and cached[1] == given and cached[2] == settings:
-        return cached[3]
-    # an invalid context (or configurable setting) raises here, every time
-    ctx = resolve_context(schema, with_configurable(schema, given, configurable))
-    if len(_CONTEXTS) >= _CONTEXTS_KEPT:
-        _CONTEXTS.clear()
-    _CONTEXTS[key] = (given, copy.deepcopy(given), copy.deepcopy(settings), ctx)
-    return ctx
+@functools.cache  # one per settings class: a run without a context reads the defaults
+def defaults(schema: type[RunContext]) -> RunContext:
+    """``schema``'s default settings (steps only read their context, so runs share one)."""
+    return schema()
 
 
-# Envs kept per graph: more than the runs an eval or a server has under way at once
-_ENVS_KEPT = 256
+def env_of(deps: Deps, state: Mapping[str, Any], config: RunnableConfig) -> Env:
+    """What a step of ``deps``' method sees in this run: its settings (the runtime's context
+    and the node's ``configurable``, each key checked), its profile, its stream writer."""
+    runtime = get_runtime(deps.context_schema)
+    configurable = config.get("configurable")
+    check_configurable(deps.context_schema, configurable, deps.config_keys)
+    ctx = run_context(deps.context_schema, runtime.context, configurable)
+    env = Env(ctx=ctx, deps=deps, profile=deps.profile(ctx, state), writer=runtime.stream_writer)
+    if ctx.prompts:
+        env.prompts  # noqa: B018 -- a misfit override is refused here, before any model call
+    return env
 
 
 class Then(Protocol):
     """What decides at the end of a step (``noterag.core.decision.Decision``): ``settle`` adds the
-    decision to the step's update; the route is the node's conditional edge."""
+    decision to the step's update; its ``route`` is the step's conditional edge, which the
+    method's wiring adds beside the node."""
+
+    @property
+    def rule(self) -> Any: ...
 
     def settle(
         self, state: Mapping[str, Any], ctx: Any, profile: Profile, update: Mapping[str, Any]
     ) -> dict[str, Any]: ...
 
 
+def check_declared_stop(deps: Deps, step: str, rule: Any) -> None:
+    """Refuse a step deciding by a rule its method does not declare (``MethodSpec.stops``)."""
+    if deps.stops is not None and rule not in deps.stops:
+        declared = ", ".join(r.__name__ for r in deps.stops) or "none"
+        raise MethodError(
+            f"{deps.method}: step {step!r} stops by {rule.__name__}, which the method does not "
+            f"declare; add it to its MethodSpec.stops (declared: {declared})"
+        )
+
+
 def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None = None) -> Runnable:
-    """A graph node running ``step`` with ``deps`` bound, under invoke and ainvoke alike.
-    ``then``: the step also decides where the graph goes, from the state its update leads to
-    (one graph step, as the paper's step is one: DeepNote's adaptive retrieval decision both
-    reviews the note and decides whether to retrieve again); its route is the conditional edge
-    ``graphs.assemble.build`` adds (``wire_decisions``), declared nowhere else. A step
-    may also return a ``Command`` (a human review going back to a step): the node's cost is
-    added to its update."""
+    """A graph node running ``step`` with ``deps`` bound, under invoke and ainvoke alike: a
+    ``RunnableLambda`` with a sync and an async body. ``then``: the step also decides where the
+    graph goes, from the state its update leads to (one graph step, as the paper's step is one:
+    DeepNote's adaptive retrieval decision both reviews the note and decides whether to retrieve
+    again); its update records the decision (``stop_reason``), and the method's wiring adds the
+    decision's route as the node's conditional edge
+    (``graph.add_conditional_edges(name, decide.route, decide.routes)``). A step may also return
+    a ``Command`` (a human review going back to a step): the node's cost is added to its update."""
 
     # read once, when the graph is built: every run of the node uses them
-    name, schema, state_schema = step.__name__, deps.context_schema, deps.state_schema
+    name, state_schema = step.__name__, deps.state_schema
     declared = declared_keys(state_schema)
+    if then is not None:
+        check_declared_stop(deps, name, then.rule)
 
     def finish(state: dict[str, Any], env: Env, update: Any, cost: dict[str, Any]) -> Any:
         if isinstance(update, Command):
@@ -375,34 +332,8 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
         after = after_update(state_schema, state, update)
         return then.settle(after, env.ctx, env.profile, update)
 
-    # the Envs of the runs under way, by their writer (each run's own): the graph's nodes share
-    # one for a run with the same context and profile, as a step only reads it
-    envs = deps._envs
-
-    def env_now(state: Mapping[str, Any], config: RunnableConfig, runtime: Runtime) -> Env:
-        configurable = config.get("configurable")
-        check_configurable(schema, configurable, deps.config_keys)
-        ctx = run_context(schema, runtime.context, configurable)
-        profile, writer = deps.profile(ctx, state), runtime.stream_writer
-        env = envs.get(id(writer))
-        if (
-            env is not None
-            and env.writer is writer
-            and env.ctx is ctx
-            and env.profile is profile
-            and env.deps is deps  # a method's Deps copied with another's fields shares _envs
-        ):
-            return env
-        env = Env(ctx=ctx, deps=deps, profile=profile, writer=writer)
-        if ctx.prompts:
-            env.prompts  # noqa: B018 -- a misfit override is refused here, before any model call
-        if len(envs) >= _ENVS_KEPT:
-            envs.clear()
-        envs[id(writer)] = env
-        return env
-
-    def run_sync(state: dict[str, Any], config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
-        env, tally = env_now(state, config, runtime), _Tally()
+    def run_sync(state: dict[str, Any], config: RunnableConfig) -> Any:
+        env, tally = env_of(deps, state, config), _Tally()
 
         def perform(effect: Effect) -> Any:
             if isinstance(effect, Search):
@@ -430,10 +361,8 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
             update = _drive(step(state, env), perform, perform_all)
         return finish(state, env, update, tally.update())
 
-    async def run_async(
-        state: dict[str, Any], config: RunnableConfig, runtime: Runtime
-    ) -> dict[str, Any]:
-        env, tally = env_now(state, config, runtime), _Tally()
+    async def run_async(state: dict[str, Any], config: RunnableConfig) -> Any:
+        env, tally = env_of(deps, state, config), _Tally()
         gen = step(state, env)
 
         async def perform(effect: Effect) -> Any:
@@ -467,8 +396,7 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
                 update = done.value or {}
         return finish(state, env, update, tally.update())
 
-    runnable = searching(both_ways(run_sync, run_async, name=step.__name__))
-    return runnable if then is None else deciding(runnable, then)
+    return both_ways(run_sync, run_async, name=name)
 
 
 def with_cost(update: dict[str, Any], cost: dict[str, Any]) -> dict[str, Any]:
@@ -481,77 +409,6 @@ def with_cost(update: dict[str, Any], cost: dict[str, Any]) -> dict[str, Any]:
         if isinstance(update.get(key), Overwrite):
             merged[key] = Overwrite(value)
     return merged
-
-
-# the attribute of a deciding node's Runnable that holds its decision (see decision_of)
-_DECISION = "noterag_decision"
-
-
-def deciding(runnable: Runnable, decision: Any) -> Runnable:
-    """Mark ``runnable`` as a node that decides with ``decision`` (a ``noterag.core.decision.Decision``):
-    ``graphs.assemble.build`` wires its conditional edge, the node's one route to the decision's
-    destinations (so a node is added without ``destinations=``)."""
-    object.__setattr__(runnable, _DECISION, decision)
-    return runnable
-
-
-def decision_of(runnable: Any) -> Any:
-    """The decision a node's Runnable was marked with (``deciding``), else None."""
-    return getattr(runnable, _DECISION, None)
-
-
-class StepRunnable(RunnableLambda):
-    """A graph node (or a conditional edge's path) with a sync and an async body, on LangGraph's
-    and LangChain's public API: a ``RunnableLambda`` whose ``invoke`` / ``ainvoke`` call the body
-    directly. It opens no run of its own inside the node's run (``RunnableLambda``'s own invoke
-    would open a second one, nested, with its callbacks and config merging, and read the body's
-    signature on every call); the body's parameters are read once. Being a ``RunnableLambda``,
-    LangGraph reads an edge's destinations from its body's ``Literal`` return type as from a
-    plain function's. A body that takes ``runtime`` gets ``langgraph.runtime.get_runtime()``:
-    LangGraph sets the run's config around a node's Runnable, so that works in a node; a
-    conditional edge's path is called outside it, so an edge that needs the runtime is given to
-    LangGraph as a plain function instead."""
-
-    def __init__(self, func: Callable[..., Any], afunc: Callable[..., Any], *, name: str) -> None:
-        super().__init__(func, afunc, name=name)
-        self._body, self._abody = func, afunc
-        params = inspect.signature(func).parameters
-        self._config, self._runtime = "config" in params, "runtime" in params
-
-    def _kwargs(self, config: RunnableConfig | None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        if self._config:
-            kwargs["config"] = config or {}
-        if self._runtime:
-            kwargs["runtime"] = _runtime(config)
-        return kwargs
-
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        if self._config and self._runtime:  # every step node: no keyword dict built
-            return self._body(input, config=config or {}, runtime=_runtime(config))
-        if not (self._config or self._runtime):  # a route, a stop rule
-            return self._body(input)
-        return self._body(input, **self._kwargs(config))
-
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        if self._config and self._runtime:
-            return await self._abody(input, config=config or {}, runtime=_runtime(config))
-        if not (self._config or self._runtime):
-            return await self._abody(input)
-        return await self._abody(input, **self._kwargs(config))
-
-
-# where LangGraph keeps a run's Runtime in the config it hands a node (langgraph.runtime's
-# get_runtime reads it there too, from the current config's context variable)
-_RUNTIME_KEY = "__pregel_runtime"
-
-
-def _runtime(config: RunnableConfig | None) -> Any:
-    """The run's ``Runtime`` from the node's ``config`` (a dict lookup; ``get_runtime()``'s
-    context variable and its ``get_config`` checks cost more, in every step), else
-    ``get_runtime()``."""
-    runtime = ((config or {}).get("configurable") or {}).get(_RUNTIME_KEY)
-    return runtime if runtime is not None else get_runtime()
 
 
 def check_update(deps: Deps, step: str, update: Mapping[str, Any]) -> None:
@@ -568,24 +425,16 @@ def check_update(deps: Deps, step: str, update: Mapping[str, Any]) -> None:
         )
 
 
-def both_ways(func: Callable[..., Any], afunc: Callable[..., Any], *, name: str) -> Runnable:
-    """A graph node with a sync and an async body (``StepRunnable``); ``func`` and ``afunc``
-    take the same parameters."""
-    return StepRunnable(func, afunc, name=name)
-
-
-def on_loop(func: Callable[..., Any], *, name: str | None = None, trace: bool = False) -> Runnable:
-    """A node or a conditional edge whose body only computes (no I/O: a routing test, a stop
-    rule) as a Runnable that runs the body on the event loop under ainvoke too. LangGraph runs a
-    plain sync function in a worker thread under ainvoke, since it might block: for a body of a
-    few microseconds, that thread hop costs more CPU than the body. ``trace`` is kept for the
-    callers that mark their edges; no run is opened either way. An edge's body cannot take
-    ``runtime`` (see ``StepRunnable``)."""
-
-    async def afunc(*args: Any, **kwargs: Any) -> Any:
-        return func(*args, **kwargs)
-
-    return StepRunnable(func, afunc, name=name or func.__name__)
+def both_ways(
+    func: Callable[[Any, RunnableConfig], Any],
+    afunc: Callable[[Any, RunnableConfig], Any],
+    *,
+    name: str,
+) -> Runnable:
+    """A graph node with a sync and an async body, each ``(state, config)``: LangChain's
+    ``RunnableLambda``, which LangGraph runs as any Runnable under every entry point. A body
+    reads the run's ``Runtime`` with ``langgraph.runtime.get_runtime()`` (``env_of``)."""
+    return RunnableLambda(func, afunc, name=name)
 
 
 def _drive(

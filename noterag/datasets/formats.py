@@ -420,6 +420,22 @@ class AsqaRecord(Format):
         return _titles([p.wikipage for p in self.qa_pairs])
 
 
+class CrudRecord(Format):
+    """CRUD's question-answering records (IAAR-Shanghai/CRUD_RAG data/crud_split/
+    split_merged.json's ``questanswer_1doc`` / ``_2docs`` / ``_3docs`` items, as its
+    src/tasks/quest_answer.py reads them): ``ID, questions, answers`` (one question, its
+    reference answer text) and the news. Task crud: scored by RAGQuestEval with a judge
+    (noterag.eval.questeval), its ground truth keyed by ``ID``."""
+
+    DATASET: ClassVar[str | None] = "crud"
+    id: RecordId = Field(None, alias="ID")
+    question: Text = Field(alias="questions")
+    answers: Text
+
+    def golds(self) -> tuple[str, list[Any]]:
+        return "crud", [self.answers]
+
+
 # format name -> its model (FORMATS keeps this order).
 QUESTION_FORMATS: dict[str, type[Format]] = {
     "noterag": NoteragRecord,
@@ -431,6 +447,7 @@ QUESTION_FORMATS: dict[str, type[Format]] = {
     "strategyqa": StrategyQARecord,
     "asqa": AsqaRecord,
     "flashrag": FlashRAGRecord,
+    "crud": CrudRecord,
 }
 
 
@@ -596,6 +613,8 @@ def detect_format(obj: dict[str, Any]) -> str | None:
         return "ircot"
     if "golden_answers" in obj:
         return "flashrag"
+    if "ID" in obj and "questions" in obj and "answers" in obj:
+        return "crud"
     if "answers" in obj and "question" in obj:
         return "noterag"
     if "paragraphs" in obj or "answer_aliases" in obj:

@@ -21,8 +21,9 @@ from typing import Any, BinaryIO, cast
 
 from noterag.base.errors import NoteragError
 
-# The tasks a dataset row may name, each scored by its metrics (noterag.eval.metrics).
-TASKS = ("multihop", "asqa", "strategyqa")
+# The tasks a dataset row may name, each scored by its metrics (noterag.eval.metrics; crud by
+# RAGQuestEval with a judge model, noterag.eval.questeval, when a table is reproduced).
+TASKS = ("multihop", "asqa", "strategyqa", "crud")
 
 
 class DatasetError(NoteragError):

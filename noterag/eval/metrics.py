@@ -36,6 +36,14 @@ tables print percentages). We keep full precision; the printed tables round to o
     code.
   - Neither code applies HotpotQA's own special case (F1 = 0 when one side is yes/no and the
     two differ).
+  - ``f1_flashrag`` — FlashRAG's token F1 (RUC-NLPIR/FlashRAG flashrag/evaluator/metrics.py
+    ``F1_Score.token_level_scores`` with flashrag/evaluator/utils.py ``normalize_answer``, at
+    commit ``0e4da8cd1b4ec96d31cd9c71a9a7bb14c639f9aa``, the code of its June 2024 benchmark
+    table), which ReSP reports ("token-level F1 score ... following FlashRAG", ReSP §5.2): the
+    same normalisation and token F1, except that a gold compared with a prediction that
+    normalises to ``yes``, ``no`` or ``noanswer``, or a gold that normalises to one of them,
+    scores 0 unless the two are equal (``"no"`` against gold ``"no way"`` is 0, where ``f1``
+    gives 67). The best over the aliases, as FlashRAG takes.
 
 * **asqa** (ALCE's ASQA) → ``str_em``, ``str_hit``, both official (``compute_str_em`` /
   ``exact_presence``, copied from ALCE); ``golds`` is one alias list per QA pair (ALCE's
@@ -73,11 +81,14 @@ PAPER_METRICS: dict[str, tuple[str, ...]] = {
     "multihop": ("em", "f1", "acc"),
     "asqa": ("str_em", "str_hit"),
     "strategyqa": ("acc",),
+    # CRUD's q_r / t_r / t_p / t_f1 need a judge model (noterag.eval.questeval)
+    "crud": (),
 }
 EXTRA_METRICS: dict[str, tuple[str, ...]] = {
-    "multihop": ("acc_norm",),
+    "multihop": ("acc_norm", "f1_flashrag"),
     "asqa": (),
     "strategyqa": ("acc_strict",),
+    "crud": (),
 }
 
 _PUNCTUATION = frozenset(string.punctuation)
@@ -107,6 +118,22 @@ def f1(prediction: str, golds: str | Sequence[str]) -> float:
     ``F1_scorer`` for one question)."""
     pred_tokens = normalize_answer(prediction).split()
     return max(_token_f1(pred_tokens, normalize_answer(g).split()) for g in _aliases(golds))
+
+
+# FlashRAG's F1_Score.token_level_scores: these answers score only against themselves.
+_FLASHRAG_SPECIAL = frozenset(("yes", "no", "noanswer"))
+
+
+def f1_flashrag(prediction: str, golds: str | Sequence[str]) -> float:
+    """FlashRAG's token F1 (0–1, see the module docstring): ``f1`` except that a yes / no /
+    noanswer prediction or gold counts only when the other side normalises to the same."""
+    pred = normalize_answer(prediction)
+    best = 0.0
+    for gold in map(normalize_answer, _aliases(golds)):
+        if (pred in _FLASHRAG_SPECIAL or gold in _FLASHRAG_SPECIAL) and pred != gold:
+            continue
+        best = max(best, _token_f1(pred.split(), gold.split()))
+    return best
 
 
 def acc_score(prediction: str, golds: str | Sequence[str]) -> float:
@@ -178,6 +205,7 @@ def score(prediction: str | None, golds: Sequence, task: str) -> dict[str, float
             "f1": 100.0 * f1(prediction, aliases),
             "acc": 100.0 * acc_score(prediction, aliases),
             "acc_norm": 100.0 * acc_norm(prediction, aliases),
+            "f1_flashrag": 100.0 * f1_flashrag(prediction, aliases),
         }
     if task == "asqa":
         pairs = _qa_pairs(golds)
@@ -195,6 +223,10 @@ def score(prediction: str | None, golds: Sequence, task: str) -> dict[str, float
             "acc": 100.0 * acc_choice(prediction, gold),
             "acc_strict": 100.0 * acc_strict(prediction, gold),
         }
+    if task == "crud":
+        # RAGQuestEval: a judge model's answers, scored when a table is reproduced with
+        # --judge (noterag.eval.questeval); nothing is computable without one
+        return {}
     raise ValueError(f"unknown task {task!r} (expected one of: {', '.join(TASKS)})")
 
 

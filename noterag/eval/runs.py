@@ -21,7 +21,7 @@ SUMMARY_FILE = "summary.json"
 # The order metric columns appear in, whatever the tasks of the compared runs: the papers'
 # columns (computed as the official code computes them) first, then our own definitions
 # (noterag.eval.metrics says which is which).
-METRIC_ORDER = ("em", "f1", "acc", "str_em", "str_hit", "acc_norm", "acc_strict")
+METRIC_ORDER = ("em", "f1", "acc", "str_em", "str_hit", "acc_norm", "acc_strict", "f1_flashrag")
 METRIC_NAMES = {
     "em": "EM",
     "f1": "F1",
@@ -30,6 +30,7 @@ METRIC_NAMES = {
     "str_hit": "str-hit",
     "acc_norm": "Acc (norm.)",
     "acc_strict": "Acc (strict)",
+    "f1_flashrag": "F1 (FlashRAG)",
 }
 
 

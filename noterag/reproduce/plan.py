@@ -31,7 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from noterag.base.errors import ConfigError, NoteragError
-from noterag.reproduce.tables import UNSCORED_METRICS, Dataset, Input, Row, Table, published_number
+from noterag.reproduce.tables import (
+    JUDGED_METRICS,
+    UNSCORED_METRICS,
+    Dataset,
+    Input,
+    Row,
+    Table,
+    published_number,
+)
 
 SAMPLE = "sample"
 SAMPLE_INDEX = (
@@ -84,6 +92,16 @@ class PlannedRun:
     # the number of questions the table's sample says (after --limit), where the file is
     # missing: what the estimate is made with then
     n_questions_table: int | None = None
+    # what produced the published number, per run (--dry-run shows it): the row's backbone, the
+    # decoding every call gets, the index searched, the paper's question sample, the metrics
+    backbone: str | None = None
+    decoding: str = ""
+    index_type: str = ""
+    sample: str = ""
+    metrics: list[str] = field(default_factory=list)
+    # why this run's cells are not the paper's search (an approximate index where it searched
+    # exactly); None: the paper's
+    approximate: str | None = None
 
     @property
     def context(self) -> dict[str, Any]:
@@ -111,6 +129,8 @@ class Cell:
     # never starred, never given a Δ
     not_comparable: str | None = None
     unscored: str | None = None  # why noterag does not compute this metric (UNSCORED_METRICS)
+    # the run's index is approximate where the paper searched exactly (PlannedRun.approximate)
+    approximate: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +152,8 @@ class Plan:
     cells_in_table: int = 0  # the table's cells among the chosen datasets, every backbone's
     # without --data: what --data DIR would need to hold for these runs ("DIR" in the paths)
     data_needs: list[Missing] = field(default_factory=list)
+    # --judge: the model that scores the judged metrics (CRUD's RAGQuestEval); None: unscored
+    judge: str | None = None
 
     @property
     def missing(self) -> list[Missing]:
@@ -146,6 +168,20 @@ class Plan:
                 elif item.dataset not in known.dataset.split(", "):
                     seen[item.path] = replace(known, dataset=f"{known.dataset}, {item.dataset}")
         return list(seen.values())
+
+    @property
+    def judge_calls(self) -> int | None:
+        """The judge's model calls (one per question of each run with a judged cell); None:
+        no judge, or a run's questions unknown."""
+        if self.judge is None:
+            return None
+        judged = {c.run for c in self.cells if c.run and c.metric in JUDGED_METRICS}
+        counts = [
+            r.n_questions if r.n_questions is not None else r.n_questions_table
+            for r in self.runs
+            if r.name in judged
+        ]
+        return None if any(n is None for n in counts) else sum(n or 0 for n in counts)
 
     def to_json(self) -> dict[str, Any]:
         table = self.table
@@ -165,6 +201,8 @@ class Plan:
             "other_backbones": self.other_backbones,
             "cells_in_table": self.cells_in_table,
             "data_needs": [asdict(m) for m in self.data_needs],
+            "judge": self.judge,
+            "judge_calls": self.judge_calls,
             "cells": [
                 asdict(c)
                 | {"row_label": _label(table, c.row), "column_label": table.columns[c.column].label}
@@ -183,13 +221,23 @@ def make_plan(
     rows: list[str] | None = None,
     backbone: str | None = None,
     limit: int | None = None,
+    index_type: str = "exact",
+    judge: str | None = None,
 ) -> Plan:
     """The plan of ``table``: its runs, skipped rows, missing inputs and cells (see the module).
-    A dataset, row or backbone the table does not have is a ConfigError naming the choices."""
+    A dataset, row or backbone the table does not have is a ConfigError naming the choices.
+    ``index_type``: "exact" (default) searches each dense index exactly (FAISS flat, the papers'
+    ``IndexFlatIP``); "ivfpq" builds and searches IVF-PQ indexes instead (beside the exact
+    ones, ``<index>-ivfpq``), and the cells of those runs are marked approximate. ``judge``:
+    the model scoring CRUD's RAGQuestEval cells (None: they are shown, not scored, not run)."""
     from noterag.eval.loop import model_label
 
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, not {limit}")
+    if index_type not in INDEX_TYPES:
+        raise ConfigError(
+            f"--index-type must be one of {', '.join(INDEX_TYPES)}, not {index_type!r}"
+        )
     backbone = _choose_backbone(table, backbone)
     chosen_datasets = _choose(datasets, list(table.datasets), "dataset", table.id)
     chosen_rows = _choose_rows(table, rows, backbone)
@@ -223,18 +271,26 @@ def make_plan(
             i = table.columns.index(column)
             name = None
             unscored = UNSCORED_METRICS.get(column.metric)
+            if judge is not None and column.metric in JUDGED_METRICS:
+                unscored = _unanswered(row, table.datasets[column.dataset])
             if reason is None and unscored is None:  # never a run for cells it cannot fill
                 assert row.method is not None  # skip_reason's
                 name = run_name(column.dataset, row.method, profile_of(row), row.settings,
                                 dense=row.retrieval == "dense")  # fmt: skip
                 run = runs.get(name)
                 if run is None:
-                    ds = table.datasets[column.dataset]
+                    ds = with_index_type(table.datasets[column.dataset], index_type)
                     run = _planned(
                         name, row, column.dataset, ds, data_dir, out_dir, model_dir, limit
                     )
+                    run = replace(run, backbone=row.backbone or backbone)
                 if row.id not in run.rows:
                     run.rows.append(row.id)
+                if column.metric not in run.metrics:
+                    run.metrics.append(column.metric)
+                gt = table.datasets[column.dataset].ground_truth
+                if unscored is None and column.metric in JUDGED_METRICS and gt is not None:
+                    _need_ground_truth(run, column.dataset, gt, data_dir)
                 runs[name] = run
             cells.append(
                 Cell(
@@ -245,8 +301,9 @@ def make_plan(
                     value,
                     published_value(value),
                     name,
-                    column.not_comparable,
+                    table.not_comparable(printed, column),
                     unscored,
+                    runs[name].approximate if name is not None else None,
                 )
             )
     planned = list(runs.values())
@@ -272,8 +329,38 @@ def make_plan(
             for column, _ in table.cells(row)
             if column.dataset in chosen_datasets
         ),
-        data_needs=[] if data_dir is not None else _data_needs(table, chosen_rows, planned),
+        data_needs=[]
+        if data_dir is not None
+        else _data_needs(table, chosen_rows, planned, index_type),
+        judge=judge,
     )
+
+
+def _unanswered(row: Row, ds: Dataset) -> str | None:
+    """Why ``row`` makes no run for a judged cell of ``ds`` (its method has no answer prompt
+    for the dataset's task), or None."""
+    from noterag.core.tasks import answerable_tasks
+    from noterag.registry.methods import METHODS
+
+    if row.method is None or row.method not in METHODS:
+        return None
+    tasks = answerable_tasks(METHODS[row.method], profile_of(row))
+    if tasks is None or ds.task in tasks:
+        return None
+    return (
+        f"{row.method} has no {ds.task} answer prompt (the authors ran CRUD with Chinese prompt "
+        "files noterag does not ship)"
+    )
+
+
+def _need_ground_truth(run: PlannedRun, key: str, gt: Input, data: Path | None) -> None:
+    """The judge's ground truth among the run's missing inputs when it is not under --data
+    (the shipped sample has none: its questions are not CRUD's, their cells stay empty)."""
+    if data is None or (data / gt.path).exists():
+        return
+    item = _missing(key, gt, data)
+    if all(m.path != item.path for m in run.missing):
+        run.missing.append(item)
 
 
 def backbone_cells(table: Table, backbone: str, datasets: list[str]) -> int:
@@ -322,7 +409,9 @@ def download_links(*texts: str | None) -> list[str]:
     return links
 
 
-def _data_needs(table: Table, rows: list[Row], runs: list[PlannedRun]) -> list[Missing]:
+def _data_needs(
+    table: Table, rows: list[Row], runs: list[PlannedRun], index_type: str = "exact"
+) -> list[Missing]:
     """Without --data: every input the runs would read from --data DIR (each dataset's
     questions; its index and corpus where a run retrieves; its dense index where a row runs
     on it, skipped without --data), with what provides it, under the placeholder ``DIR``."""
@@ -339,7 +428,7 @@ def _data_needs(table: Table, rows: list[Row], runs: list[PlannedRun]) -> list[M
     for key in table.datasets:
         if key not in keys and key not in dense:
             continue
-        ds = table.datasets[key]
+        ds = with_index_type(table.datasets[key], index_type)
         needs.append(_missing(key, ds.questions, placeholder))
         lost: list[Missing] = []
         if any(run.dataset == key and retrieves(run.method) for run in runs):
@@ -573,6 +662,18 @@ def _planned(
     if known is not None and limit is not None:
         known = min(known, limit)
     run_dir = _earlier_dir(model_dir, name, key, row, questions) or model_dir / name
+    kind: str = "none (closed book)"
+    approximate: str | None = None
+    if retrieves(row.method):
+        dense = row.retrieval == "dense"
+        if data is not None:
+            kind, approximate = index_kind(index, ds, dense)
+        else:  # the sample's BM25 index stands in: say which index the paper searched
+            paper = ds.dense_retriever_spec if dense else ds.retriever_spec
+            theirs = index_kind(paper, ds, dense)[0] if paper else "not stated"
+            kind = (
+                f"BM25 over the shipped sample (the paper's: {theirs.replace(', to be built', '')})"
+            )
     return PlannedRun(
         name=name,
         method=row.method,
@@ -587,7 +688,97 @@ def _planned(
         estimate=estimate(row.method, profile, n if n is not None else known),
         missing=missing,
         n_questions_table=known,
+        decoding=decoding(row),
+        index_type=kind,
+        sample=ds.sample,
+        approximate=approximate,
     )
+
+
+# --index-type: the dense indexes searched exactly (the papers' FAISS IndexFlatIP: FlashRAG's
+# "Faiss Flat index", thunlp/Adaptive-Note and thunlp/DeepNote src/build_index/emb/index.py) or
+# approximately (IVF-PQ, only when asked: recall@5 0.94-0.97 against exact, docs/scale.md)
+INDEX_TYPES = ("exact", "ivfpq")
+APPROXIMATE = (
+    "searched on an IVF-PQ index (approximate: recall@5 0.94-0.97 against exact, docs/scale.md) "
+    "where the paper searched exactly (FAISS IndexFlatIP)"
+)
+_FLAT = "--dense-index flat"
+
+
+def with_index_type(ds: Dataset, index_type: str) -> Dataset:
+    """``ds`` with its dense indexes built and searched as ``index_type`` says: "exact" as the
+    table file writes them (``--dense-index flat``); "ivfpq" each in ``<index>-ivfpq`` with
+    ``--dense-index ivfpq``, so an exact index already built is never overwritten."""
+    if index_type == "exact":
+        return ds
+    update: dict[str, Any] = {}
+    for field_name, spec_name in (
+        ("index", "retriever_spec"),
+        ("dense_index", "dense_retriever_spec"),
+    ):
+        item: Input | None = getattr(ds, field_name)
+        if item is None or _FLAT not in (item.command or ""):
+            continue
+        path = f"{item.path}-ivfpq"
+        command = (item.command or "").replace(_FLAT, "--dense-index ivfpq")
+        command = command.replace(f"{{data}}/{item.path}", f"{{data}}/{path}")
+        update[field_name] = item.model_copy(update={"path": path, "command": command})
+        spec = getattr(ds, spec_name)
+        if spec is not None:
+            update[spec_name] = spec.replace(f"{{data}}/{item.path}", f"{{data}}/{path}")
+    return ds.model_copy(update=update) if update else ds
+
+
+def index_kind(spec: str, ds: Dataset, dense: bool) -> tuple[str, str | None]:
+    """What the run searches, in words, and why its cells are approximate (None: they are
+    not): a BM25 index, or a dense one of the kind its manifest records (built) or its command
+    builds (not yet built)."""
+    if not spec.startswith("dense:"):
+        return ("BM25" if spec.startswith("bm25:") else spec.split(":", 1)[0]), None
+    item = ds.dense_index if dense else ds.index
+    kind = None
+    from noterag.retrievers.indexdir import MANIFEST_NAME
+
+    manifest = Path(spec.removeprefix("dense:")) / MANIFEST_NAME
+    if manifest.is_file():
+        try:
+            recorded = json.loads(manifest.read_text("utf-8"))
+            kind = (recorded.get("faiss") or {}).get("kind", "flat")
+        except (OSError, ValueError, AttributeError):
+            kind = None
+    where = "built"
+    if kind is None:
+        command = (item.command if item else None) or ""
+        match = re.search(r"--dense-index[ =](\w+)", command)
+        kind, where = (match.group(1) if match else "auto"), "to be built"
+    exact = kind == "flat"
+    words = "exact (FAISS flat)" if exact else f"{kind} (approximate)"
+    return f"dense, {words}, {where}", None if exact else APPROXIMATE
+
+
+def decoding(row: Row) -> str:
+    """The decoding every model call of ``row``'s runs gets: its settings' temperature, top_p
+    and max_tokens over its profile's (noterag.core.profiles), in words."""
+    from noterag.core.profiles import FLASHRAG_SAMPLING, OFFICIAL_SAMPLING
+
+    profile = profile_of(row)
+    defaults = {"official": OFFICIAL_SAMPLING, "flashrag": FLASHRAG_SAMPLING}.get(profile, {})
+    if profile == "original" and row.method is not None:
+        from noterag.registry.methods import METHODS
+
+        original = METHODS[row.method].context.ORIGINAL
+        defaults = {
+            k: v for k, v in original.items() if k in ("temperature", "top_p", "max_tokens")
+        }
+    chosen = dict(defaults) | {
+        k: row.settings[k] for k in ("temperature", "top_p", "max_tokens") if k in row.settings
+    }
+    if not chosen:
+        return "the endpoint's own (no temperature, top_p or max_tokens set)"
+    words = ", ".join(f"{k} {v}" for k, v in chosen.items())
+    unset = [k for k in ("temperature", "top_p", "max_tokens") if k not in chosen]
+    return words + (f" ({', '.join(unset)}: the endpoint's own)" if unset else "")
 
 
 def sample_index_spec(out: Path) -> str:
@@ -742,10 +933,20 @@ def _build_cost(index: Input, ds: Dataset, data: Path, have_corpus: bool) -> str
     minutes = guess.build_s / 60
     took = f"about {minutes:,.0f} min" if minutes >= 1 else "under 1 min"
     basis = f"{guess.basis}; 768-d vectors assumed" if dense else guess.basis
+    search = ""
+    if dense and kind == "flat":
+        # exact search scores every vector per query: the float32 vectors (memory-mapped
+        # embeddings.npy) are read whole each time, so they belong in RAM
+        vectors = passages * 768 * 4 / 2**30
+        search = (
+            f"; searching it exactly reads all {passages:,} vectors per query, about "
+            f"{vectors:,.1f} GiB to hold in memory (--index-type ivfpq: an approximate index "
+            "in far less)"
+        )
     return (
         f"building it ({kind} index of {passages:,} passages, {counted}): {took}{embedding}, "
         f"peak memory about {guess.peak_gib:,.1f} GiB, disk about {guess.disk_gib:,.1f} GiB "
-        f"({basis})"
+        f"({basis}){search}"
     )
 
 

@@ -25,6 +25,7 @@ from noterag.base.files import atomic_write_bytes, atomic_write_text
 from noterag.base.terminal import terminal_safe_json
 from noterag.reproduce.plan import Cell, Missing, Plan
 from noterag.reproduce.run import Outcome
+from noterag.reproduce.tables import JUDGED_METRICS
 
 AVG = "avg"
 MARK = "*"
@@ -61,8 +62,10 @@ class CellResult:
         return not self.ci_low <= published <= self.ci_high
 
 
-def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
-    """Every cell of the plan with our value and interval from the runs' directories."""
+def score_cells(plan: Plan, outcomes: Sequence[Outcome], judge: Any = None) -> list[CellResult]:
+    """Every cell of the plan with our value and interval from the runs' directories; the
+    judged cells (CRUD's RAGQuestEval) with ``judge``, the chat model ``plan.judge`` names
+    (its replies kept in each run's ``questeval.jsonl``: scoring again asks nothing)."""
     from noterag.eval.runs import read_run
     from noterag.eval.significance import mean_interval
 
@@ -89,7 +92,10 @@ def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
                 _, rows = read_run(outcome.run_dir)
                 wanted = set(outcome.ids)
                 rows_by_run[name] = {r["id"]: r for r in rows if r["id"] in wanted}
-            values = _per_question(plan, cell, list(rows_by_run[name].values()))
+            if cell.metric in JUDGED_METRICS:
+                values = _judged(plan, cell, outcome, list(rows_by_run[name].values()), judge)
+            else:
+                values = _per_question(plan, cell, list(rows_by_run[name].values()))
             n = len(values) if values is not None else 0
             if values is None:
                 note = f"our runs do not compute {cell.metric}"
@@ -105,10 +111,34 @@ def score_cells(plan: Plan, outcomes: Sequence[Outcome]) -> list[CellResult]:
                 note = "; ".join(notes)
         if cell.not_comparable:
             note = "; ".join(filter(None, [f"{NOT_COMPARABLE}: {cell.not_comparable}", note]))
+        if cell.approximate and cell.run:
+            note = "; ".join(filter(None, [note, f"{APPROXIMATE}: {cell.approximate}"]))
         results.append(
             CellResult(cell, row_label, column_label, ours, low, high, n, expected, note)
         )
     return results
+
+
+QUESTEVAL_FILE = "questeval.jsonl"
+
+
+def _judged(
+    plan: Plan, cell: Cell, outcome: Outcome, rows: list[dict[str, Any]], judge: Any
+) -> list[float] | None:
+    """The judged metric per question that counts (RAGQuestEval: a judge reply that cannot be
+    paired with the questions is left out, as Adaptive-Note's average leaves it out); None:
+    no judge, or no ground truth to judge against."""
+    from noterag.eval import questeval
+
+    ds = plan.table.datasets[cell.dataset]
+    if judge is None or plan.judge is None or ds.ground_truth is None or plan.data is None:
+        return None
+    files = sorted((plan.data / ds.ground_truth.path).glob("*_quest_gt_save.json"))
+    truth = questeval.load_ground_truth(files)
+    scores = questeval.score_outputs(
+        judge, rows, truth, outcome.run_dir / QUESTEVAL_FILE, label=plan.judge
+    )
+    return [getattr(s, cell.metric) for s in scores.values() if s.valid]
 
 
 def _per_question(plan: Plan, cell: Cell, rows: list[dict[str, Any]]) -> list[float] | None:
@@ -179,6 +209,7 @@ def caption(plan: Plan) -> str:
 
 LEGEND = f"{MARK} the published value lies outside our 95% bootstrap interval over questions."
 FAILED = "failed"
+APPROXIMATE = "approximate index"
 NOT_COMPARABLE = "not comparable"
 NOT_COMPARABLE_LEGEND = (
     "not comparable: the paper's value is shown, ours beside it, with no Δ and never starred."
@@ -238,8 +269,20 @@ def as_json(plan: Plan, results: Sequence[CellResult], outcomes: Sequence[Outcom
             }
             for r in results
         ],
+        "judge": plan.judge,
         "runs": [
-            {"name": o.run.name, "dir": str(o.run_dir), "status": o.status, "questions": len(o.ids)}
+            {
+                "name": o.run.name,
+                "dir": str(o.run_dir),
+                "status": o.status,
+                "questions": len(o.ids),
+                # what produced the published number, and what ran here
+                "profile": o.run.profile,
+                "backbone": o.run.backbone,
+                "decoding": o.run.decoding,
+                "index_type": o.run.index_type,
+                "approximate": o.run.approximate,
+            }
             for o in outcomes
         ],
         "skipped": [asdict(s) for s in plan.skipped],
@@ -370,6 +413,12 @@ def print_plan(plan: Plan, console: Any) -> None:
             ds = plan.table.datasets[key]
             line = f"{key} ({ds.name}): the paper's sample: {ds.sample}; retriever: {ds.retriever}"
             console.print(text(line, "dim"), soft_wrap=True)
+    if plan.table.paper_runs > 1:
+        line = (
+            f"the paper averages {plan.table.paper_runs} runs per cell; this plan makes one "
+            f"per cell: {plan.table.runs_note}"
+        )
+        console.print(text(line, "yellow"), soft_wrap=True)
     console.print(text(f"{len(plan.runs)} runs", "bold"))
     # a few lines per run, never wrapped: paths and names stay whole, to be copied
     for run in plan.runs:
@@ -382,14 +431,21 @@ def print_plan(plan: Plan, console: Any) -> None:
             measured += f", × the table's {run.n_questions_table} questions"
         estimate = f"≈ {_count(cost.llm_calls)} model calls, ≈ {_count(cost.tokens)} tokens"
         settings = json.dumps(run.context, sort_keys=True, ensure_ascii=False)
+        backbone = run.backbone or plan.backbone
         for line, style in (
             (f"{run.name} (rows: {', '.join(run.rows)})", "bold"),
-            (f"  {run.method}, settings: {settings}", None),
+            (f"  {run.method}, profile {run.profile}, settings: {settings}", None),
+            (f"  backbone: {backbone} (the published number's; ours: {plan.model})", None),
+            (f"  decoding: {run.decoding}", None),
+            (f"  the paper's sample: {run.sample}", None),
             (f"  questions: {n} ({run.questions})", None),
-            (f"  index: {run.index}", None),
+            (f"  index: {run.index_type}: {run.index}", None),
+            (f"  metrics: {', '.join(run.metrics)}", None),
             (f"  {estimate} ({measured})", None),
         ):
             console.print(text(line, style), soft_wrap=True)
+        if run.approximate:
+            console.print(text(f"  {APPROXIMATE}: {run.approximate}", "yellow"), soft_wrap=True)
     calls = [r.estimate.llm_calls for r in plan.runs if r.estimate.llm_calls is not None]
     tokens = [r.estimate.tokens for r in plan.runs if r.estimate.tokens is not None]
     unknown = len(plan.runs) - len(calls)
@@ -398,19 +454,24 @@ def print_plan(plan: Plan, console: Any) -> None:
         total += f" (and {unknown} runs of unknown cost: inputs missing or not measured)"
     # one line each, however long (paths, commands): never wrapped, so they can be copied
     console.print(text(total, "dim"), soft_wrap=True)
-    unscored: dict[tuple[str, str], list[Cell]] = {}
+    unscored: dict[tuple[str, str, str], list[Cell]] = {}
     for cell in plan.cells:
         if cell.unscored and cell.row not in {s.row for s in plan.skipped}:
-            unscored.setdefault((cell.dataset, cell.metric), []).append(cell)
-    for (dataset, metric), cells in unscored.items():
-        line = f"not run: {len(cells)} {dataset} {metric} cells, not scored: {cells[0].unscored}"
+            unscored.setdefault((cell.dataset, cell.metric, cell.unscored), []).append(cell)
+    for (dataset, metric, why), cells in unscored.items():
+        line = f"not run: {len(cells)} {dataset} {metric} cells, not scored: {why}"
         console.print(text(line, "yellow"), soft_wrap=True)
+    if plan.judge is not None:
+        console.print(text(judge_line(plan), "yellow"), soft_wrap=True)
+    # every reason once, with the cells it holds for (table.md notes each cell)
+    apart: dict[str, list[str]] = {}
     for cell in plan.cells:
         if cell.not_comparable:
             label = f"{plan.table.row_title(cell.row)} / {cell.dataset} {cell.metric}"
-            line = f"not comparable: {label}: {cell.not_comparable}"
-            console.print(text(line, "yellow"), soft_wrap=True)
-            break  # one line says it for the column; table.md notes every cell
+            apart.setdefault(cell.not_comparable, []).append(label)
+    for reason, labels in apart.items():
+        line = f"not comparable ({len(labels)} cells: {'; '.join(labels)}): {reason}"
+        console.print(text(line, "yellow"), soft_wrap=True)
     for s in plan.skipped:
         console.print(text(f"skipped {s.label} ({s.row}): {s.reason}", "yellow"), soft_wrap=True)
     for m in plan.missing:
@@ -428,6 +489,24 @@ def print_plan(plan: Plan, console: Any) -> None:
             console.print(text(f"  ({m.dataset}) {m.what}: {m.path}; {m.provide}"), soft_wrap=True)
             for detail, style in missing_details(m):
                 console.print(text(f"  {detail}", style), soft_wrap=True)
+
+
+# What one judge call sends: Adaptive-Note's answering prompt (about 700 tokens with its
+# example), the generated text and the questions; the reply is one short answer per question.
+JUDGE_PROMPT_TOKENS = 700
+
+
+def judge_line(plan: Plan) -> str:
+    """What --judge costs: a model call per judged question, with its rough size."""
+    calls = plan.judge_calls
+    count = f"{calls:,} calls" if calls is not None else "one call per question"
+    size = f", ≈ {calls * JUDGE_PROMPT_TOKENS:,} prompt tokens" if calls else ""
+    return (
+        f"judge: {plan.judge} scores the CRUD cells (RAGQuestEval): a model call per answered "
+        f"question, {count}{size} plus the answers and replies (temperature 0.1, top_p 0.9, up "
+        "to 1,280 tokens each), paid like the runs' calls; the papers' judge: "
+        "gpt-3.5-turbo-0125. Its replies are kept beside each run (questeval.jsonl)."
+    )
 
 
 def backbone_lines(plan: Plan) -> list[str]:

@@ -48,11 +48,14 @@ _RAGQUESTEVAL = (
     "scored by a GPT model answering the reference's questions from the output (Adaptive-Note §4, "
     "Appendix C; thunlp/Adaptive-Note src/metrics_questeval_crud.py)"
 )
+# With --judge MODEL these four are scored (noterag.eval.questeval): the judge's answers are
+# model calls, one per generated text.
+JUDGED_METRICS = ("q_r", "t_r", "t_p", "t_f1")
 UNSCORED_METRICS: dict[str, str] = {
-    "q_r": f"CRUD's RAGQuestEval question-level recall, {_RAGQUESTEVAL}",
-    "t_r": f"CRUD's RAGQuestEval token-level recall of the answers, {_RAGQUESTEVAL}",
-    "t_p": f"CRUD's RAGQuestEval token-level precision of the answers, {_RAGQUESTEVAL}",
-    "t_f1": f"CRUD's RAGQuestEval token-level F1 of the answers, {_RAGQUESTEVAL}",
+    "q_r": f"CRUD's RAGQuestEval question-level recall, {_RAGQUESTEVAL}; --judge MODEL scores it",
+    "t_r": f"CRUD's RAGQuestEval token-level recall of the answers, {_RAGQUESTEVAL}; --judge MODEL scores it",
+    "t_p": f"CRUD's RAGQuestEval token-level precision of the answers, {_RAGQUESTEVAL}; --judge MODEL scores it",
+    "t_f1": f"CRUD's RAGQuestEval token-level F1 of the answers, {_RAGQUESTEVAL}; --judge MODEL scores it",
     "minutes": "wall-clock minutes for the paper's run (hardware-bound)",
 }
 
@@ -133,6 +136,11 @@ class Dataset(_Strict):
     dense_retriever_spec: str | None = Field(
         None, description="our spec of that dense retriever (rows with retrieval: dense)"
     )
+    ground_truth: Input | None = Field(
+        None,
+        description="what a judge model scores the outputs against (CRUD: the ground-truth "
+        "questions and answers RAGQuestEval asks, src/quest_eval/*_quest_gt_save.json)",
+    )
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="settings every run on this dataset takes where its row sets none of its "
@@ -193,6 +201,12 @@ class Row(_Strict):
         default_factory=list, description="inputs the user must give (e.g. a DPO-trained model)"
     )
     skip: str | None = Field(None, description="why noterag cannot run this row, if it cannot")
+    not_comparable: dict[str, str] = Field(
+        default_factory=dict,
+        description="cells of this row whose printed value no run here reproduces, with why: "
+        "'<dataset>.<metric>' (or '*' for every cell of the row) -> the reason; shown like a "
+        "column's not_comparable (never starred, no Δ)",
+    )
     values: list[str | None] = Field(description="one per column, exactly as printed")
     note: str = Field("", description="what a reader of the row should know")
 
@@ -200,6 +214,11 @@ class Row(_Strict):
     def _kind(self) -> Row:
         if self.kind == "derived" and self.method is not None:
             raise ValueError(f"row {self.id!r}: a derived row names no method")
+        for key in self.not_comparable:
+            if key != "*" and not re.fullmatch(r"[\w-]+\.\w+", key):
+                raise ValueError(
+                    f"row {self.id!r}: not_comparable key {key!r} is not '<dataset>.<metric>' or '*'"
+                )
         unknown = sorted(set(self.requires) - REQUIREMENTS.keys())
         if unknown:
             raise ValueError(
@@ -223,6 +242,12 @@ class Table(_Strict):
     columns: list[Column]
     rows: list[Row]
     notes: str = ""
+    paper_runs: int = Field(
+        1, ge=1, description="how many runs the paper averages per cell (ReSP Table 2: five)"
+    )
+    runs_note: str = Field(
+        "", description="where paper_runs > 1: why the plan makes the runs it makes"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Table:
@@ -237,6 +262,10 @@ class Table(_Strict):
             if row.dataset is not None and row.dataset not in self.datasets:
                 raise ValueError(f"row {row.id!r}: unknown dataset {row.dataset!r}")
             columns = self.row_columns(row)
+            keys = {f"{c.dataset}.{c.metric}" for c in columns} | {"*"}
+            stray = sorted(set(row.not_comparable) - keys)
+            if stray:
+                raise ValueError(f"row {row.id!r}: not_comparable names no cell of it: {stray}")
             if len(row.values) != len(columns):
                 raise ValueError(
                     f"row {row.id!r}: {len(row.values)} values for {len(columns)} columns"
@@ -255,6 +284,17 @@ class Table(_Strict):
         row = next(r for r in self.rows if r.id == row_id)
         twins = sum(1 for r in self.rows if r.label == row.label)
         return f"{row.section}: {row.label}" if twins > 1 and row.section else row.label
+
+    def not_comparable(self, row: Row, column: Column) -> str | None:
+        """Why ``row``'s cell in ``column`` cannot be compared with ours: the column's reason
+        and the row's for that cell (or for every cell), joined; None: comparable."""
+        reasons = [
+            column.not_comparable,
+            row.not_comparable.get("*"),
+            row.not_comparable.get(f"{column.dataset}.{column.metric}"),
+        ]
+        found = [r for r in reasons if r]
+        return "; ".join(found) if found else None
 
     def cells(self, row: Row) -> list[tuple[Column, str | None]]:
         """``row``'s published cells, each with its column."""

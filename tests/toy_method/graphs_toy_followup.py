@@ -19,9 +19,9 @@ from typing import Annotated, Any
 from langgraph.graph import END, StateGraph
 
 from noterag.core.context import MOST_STEPS, RunContext, setting
-from noterag.core.decision import stop_check
+from noterag.core.decision import Decision, stop_check
 from noterag.core.progress import Line
-from noterag.core.spec import Deps, MethodSpec
+from noterag.core.spec import Deps, MethodSpec, SearchScript
 from noterag.core.state import ChatFields, CostFields, Passage, merge_unique
 from noterag.core.step import node
 from noterag.graphs.assemble import builder, server_graph
@@ -67,7 +67,9 @@ def no_follow_up(state: Any, ctx: Any, profile: Any) -> str | None:
 def wire(graph: StateGraph, deps: Deps) -> None:
     graph.add_node("retrieve", node(retrieve, deps))
     graph.add_node("follow_up", node(follow_up, deps))
-    graph.add_node("stop_check", stop_check(no_follow_up, deps, go_on="follow_up"))
+    check = Decision(no_follow_up, go_on="follow_up")
+    graph.add_node("stop_check", stop_check(check, deps))
+    graph.add_conditional_edges("stop_check", check.route, check.routes)
     graph.add_node("answer", node(answer, deps))
     graph.add_edge("question", "retrieve")
     graph.add_edge("retrieve", "follow_up")
@@ -90,6 +92,9 @@ SPEC = MethodSpec(
     queries="follow_ups",
     trace_view="generic",
     progress={"follow_up": Line("follow-up: {{ question }}")},
+    # the reply that makes a stand-in model's run search (the generic tests' default, "ok", asks
+    # no follow-up question)
+    search_script=SearchScript({"follow_up": "When was the architect born?"}),
 )
 
 build = builder(SPEC)
