@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
+from langgraph.runtime import get_runtime
 
 from noterag.core.checks import check_method
 from noterag.core.policy import ServerPolicy, check_run_settings
@@ -134,8 +134,11 @@ def add_answer_review(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None
         return
     graph.edges.discard(("answer", END))  # replaced by the route below, which includes END
 
-    def review_or_end(state: Any, config: RunnableConfig, runtime: Runtime) -> str:
-        ctx = run_context(deps.context_schema, runtime.context, config.get("configurable"))
+    def review_or_end(state: Any, config: RunnableConfig) -> str:
+        # the run's settings; update_state runs a node's routes with no run under way (no
+        # runtime): then the defaults, no review
+        given = getattr(get_runtime(deps.context_schema), "context", None)
+        ctx = run_context(deps.context_schema, given, config.get("configurable"))
         answered = state.get("answer") is not None
         return "review_answer" if answered and reviews(ctx, "answer") else END
 

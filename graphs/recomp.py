@@ -43,7 +43,7 @@ from typing import Annotated, Any, Literal, cast
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, StateGraph
-from langgraph.runtime import Runtime
+from langgraph.runtime import get_runtime
 
 from noterag.base.errors import ConfigError
 from noterag.core.context import RunContext
@@ -121,9 +121,11 @@ class RecompState(RecompOutput, total=False):
 def wire(graph: StateGraph[Any, Any, Any, Any], deps: Deps) -> None:
     recomp_deps = deps if isinstance(deps, RecompDeps) else as_recomp_deps(deps, None)
 
-    def compressor(state: Mapping[str, Any], config: RunnableConfig, runtime: Runtime[Any]) -> str:
-        # the run's settings, its configurable ones included, as every step reads them
-        ctx: Any = run_context(deps.context_schema, runtime.context, config.get("configurable"))
+    def compressor(state: Mapping[str, Any], config: RunnableConfig) -> str:
+        # the run's settings, its configurable ones included, as every step reads them (no
+        # runtime where update_state runs the route: then the defaults)
+        given = getattr(get_runtime(deps.context_schema), "context", None)
+        ctx: Any = run_context(deps.context_schema, given, config.get("configurable"))
         return "summarize" if ctx.compression == "abstractive" else "extract"
 
     graph.add_node("retrieve", node(retrieve, deps))

@@ -48,3 +48,22 @@ def test_a_context_dict_reused_and_changed_between_runs_steers_each_run() -> Non
     assert graph.invoke({"question": QUESTION}, context=context)["steps"] == 1
     context["max_steps"] = 2
     assert graph.invoke({"question": QUESTION}, context=context)["steps"] == 2
+
+
+@pytest.mark.parametrize("method", noterag.METHODS)
+def test_update_state_after_a_finished_run_runs_the_routes_that_read_the_settings(
+    method: str,
+) -> None:
+    # update_state runs the writing node's routes with no run under way (no Runtime): a route
+    # that reads the run's settings (the answer's review, REComp's compressor) reads the
+    # defaults there instead of failing ("Missing required config key 'N/A'")
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    graph = noterag.build_graph(
+        method, model=ScriptedModel.for_method(method), checkpointer=InMemorySaver()
+    )
+    config: Any = {"configurable": {"thread_id": f"update-{method}"}}
+    graph.invoke({"question": QUESTION}, config)
+    graph.update_state(config, {"answer": "edited"})
+    state = graph.get_state(config)
+    assert state.values["answer"] == "edited" and state.next == ()
