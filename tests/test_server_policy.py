@@ -98,7 +98,7 @@ def test_the_allowed_values_read_as_the_declaration_says() -> None:
     assert allowed_values(ctx, "max_steps") == f"an integer from 0 to {MOST_STEPS}"
     assert allowed_values(ctx, "max_passages") == "an integer from 0 to 1000 or None"
     assert allowed_values(ctx, "top_p") == "a number from 0 to 1 or None"
-    assert allowed_values(ctx, "profile") == "one of paper, official, original"
+    assert allowed_values(ctx, "profile") == "one of paper, official, original, flashrag"
     assert allowed_values(context_schema("amber"), "chunk_filter") == "true or false"
     # strict: a string is no number and true is no integer, whatever pydantic's lax mode says
     for bad in ("3", True, 2.5):
