@@ -18,6 +18,13 @@ calls its algorithm makes at the settings ``ctx``), else ``generic_calls``: each
 (and the answer) called at most once per passage per loop iteration, for the iterations its
 ``max_steps`` allows and one more; plus the question step's rewrite of a follow-up, and the
 calls a human reviewer's rejects may start (``REVIEW_REJECTS`` of them per turn).
+
+The same wrapper bounds each reply a step receives (``bounded``): an endpoint that ignores
+``max_tokens`` sent 60 MB replies, which went into the state, the prompts after them and an
+eval row over the size its reader takes. A reply's text past ``max_tokens`` tokens of
+``CHARS_PER_TOKEN`` characters each (the run's ``max_tokens``, else the setting's upper bound)
+is cut there, with its token log-probabilities, and counted in the run's ``fallbacks`` as
+``reply_truncated``.
 """
 
 from __future__ import annotations
@@ -26,9 +33,12 @@ import functools
 from collections.abc import Callable, Generator
 from typing import Any
 
-from noterag.base.errors import CallBudgetError
+from langchain_core.messages import BaseMessage
 
-__all__ = ["REVIEW_REJECTS", "budget", "generic_calls", "guarded"]
+from noterag.base.errors import CallBudgetError
+from noterag.core.parsing import fell_back
+
+__all__ = ["REVIEW_REJECTS", "bounded", "budget", "generic_calls", "guarded", "reply_limit"]
 
 # the question step's one rewrite of a follow-up (noterag.core.question)
 QUESTION_CALLS = 1
@@ -39,6 +49,50 @@ QUESTION_STEP = "question"
 # many rejects beyond the method's own calls.
 REVIEW_REJECTS = 20
 REJECT_CALLS = 2
+# A token's most characters: the longest tokens of the common vocabularies (runs of spaces or
+# of one character, long words) are 16 or fewer; a reply within max_tokens is never cut.
+CHARS_PER_TOKEN = 16
+# the upper bound of the setting max_tokens (noterag.core.context.RunContext): the reply bound
+# of a run that sets none
+MOST_REPLY_TOKENS = 32_768
+# what a reply's cut text ends with, so that a reader of the state or the trace sees it
+REPLY_CUT_MARK = " [...]"
+
+
+def reply_limit(env: Any) -> tuple[int, int]:
+    """(tokens, characters): the most a reply of this run may hold, from its ``max_tokens``
+    (the profile's or the run's, as the calls are sent), else ``MOST_REPLY_TOKENS``."""
+    sampling = env.sampling() if hasattr(env, "sampling") else {}
+    tokens = sampling.get("max_tokens") or MOST_REPLY_TOKENS
+    return tokens, tokens * CHARS_PER_TOKEN
+
+
+def bounded(result: Any, tokens: int, chars: int) -> Any:
+    """``result`` (a reply's text or message, a list of them, a search's passages) with every
+    reply longer than ``chars`` characters cut to them (and its token log-probabilities to
+    ``tokens``), each cut counted as ``reply_truncated``."""
+    if isinstance(result, list):
+        return [bounded(item, tokens, chars) for item in result]
+    if isinstance(result, str) and len(result) > chars:
+        fell_back("reply_truncated")
+        return result[:chars] + REPLY_CUT_MARK
+    if isinstance(result, BaseMessage) and isinstance(result.content, str):
+        meta = result.response_metadata or {}
+        logprobs = meta.get("logprobs")
+        entries = logprobs.get("content") if isinstance(logprobs, dict) else None
+        logprobs = logprobs if isinstance(logprobs, dict) else {}
+        long_text = len(result.content) > chars
+        if long_text or (isinstance(entries, list) and len(entries) > tokens):
+            fell_back("reply_truncated")
+            update: dict[str, Any] = {}
+            if long_text:
+                update["content"] = result.content[:chars] + REPLY_CUT_MARK
+            if isinstance(entries, list) and len(entries) > tokens:
+                update["response_metadata"] = meta | {
+                    "logprobs": logprobs | {"content": entries[:tokens]}
+                }
+            return result.model_copy(update=update)
+    return result
 
 
 def generic_calls(roles: int) -> Callable[[Any], int]:
@@ -83,7 +137,8 @@ def guarded(
     calls: Callable[[Any], int] | None,
 ) -> Callable[[Any, Any], Generator[Any, Any, Any]]:
     """``step`` stopped with a ``CallBudgetError`` before it asks for a model call past the
-    turn's budget (``budget``); ``calls`` None: the step as it is."""
+    turn's budget (``budget``), its replies cut at the run's bound (``bounded``); ``calls``
+    None: the step as it is."""
     if calls is None:
         return step
     first = step.__name__ == QUESTION_STEP
@@ -91,6 +146,7 @@ def guarded(
     @functools.wraps(step)
     def run(state: Any, env: Any) -> Generator[Any, Any, Any]:
         most = budget(calls, env.ctx)
+        tokens, chars = reply_limit(env)
         spent = 0 if first else _spent(state)
         gen = step(state, env)
         result: Any = None
@@ -109,6 +165,6 @@ def guarded(
                     "settings produce (written from outside the run?)"
                 )
             spent += asked
-            result = yield request
+            result = bounded((yield request), tokens, chars) if asked else (yield request)
 
     return run
