@@ -320,3 +320,16 @@ def test_the_refusals_and_mark_as_resolved_on_a_real_server(closed: tuple[str, A
            "context": {"bogus": 1}}  # fmt: skip
     refused = httpx.post(f"{url}/threads/{thread}/runs", json=bad, headers=h, timeout=30)
     assert refused.status_code == 422 and "bogus" in refused.json()["detail"]
+
+
+# --- defect 11: schedules finer than a minute ----------------------------------------------------
+
+
+def test_a_cron_fires_at_most_once_a_minute() -> None:
+    app, server = guard(allow_crons=True)
+    cron = RUN | {"schedule": "* * * * * *"}  # croniter reads the sixth field as seconds
+    status, reply, _ = post(app, "/runs/crons", cron)
+    assert status == 422 and "five fields" in reply["detail"] and server.bodies == []
+    assert post(app, "/threads/t/runs/crons", cron | {"schedule": "*/5 * * * * * 2030"})[0] == 422
+    assert post(app, "/runs/crons", cron | {"schedule": "*/5 * * * *"})[0] == 200
+    assert post(app, "/runs/crons", cron | {"schedule": "@hourly"})[0] == 200

@@ -152,6 +152,27 @@ def atomic_write_json(path: str | os.PathLike[str], value: Any) -> None:
     atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n")
 
 
+class UnreadableJSON(ValueError):
+    """Valid JSON text that Python's parser cannot read: nested past the recursion limit, or
+    an integer of more digits than Python converts (``sys.get_int_max_str_digits``)."""
+
+
+def read_json(text: str | bytes) -> Any:
+    """``json.loads(text)``; a ``json.JSONDecodeError`` as it is (its callers word its position),
+    any other failure an ``UnreadableJSON`` with a one-line reason: the parser's RecursionError
+    and the digit limit's ValueError otherwise escape a reader's bad-line handling."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise UnreadableJSON("JSON nested too deeply to read") from None
+    except ValueError as exc:
+        if "digits" in str(exc):
+            raise UnreadableJSON("a number of more digits than can be read") from None
+        raise UnreadableJSON(str(exc).split("\n", 1)[0]) from None
+
+
 def check_output_file(
     path: str | os.PathLike[str],
     *,

@@ -476,6 +476,8 @@ class RequestGuard:
                     self._check_state_write(item, thread=_THREADS.match(path) is not None)
                     continue
                 graph = _graph(item, looked_up.get("graphs") or {}, path)
+                if crons:
+                    _check_schedule(item.get("schedule"))
                 if runs:
                     check_input(item.get("input"))
                     check_command(item.get("command"), self.policy.allow_state_writes, graph)
@@ -524,6 +526,30 @@ class RequestGuard:
                 raise ConfigError("a state update must be an object with its values")
             check_state_values(write.get("values"), "values")
             check_command(write.get("command"), True)
+
+
+# croniter's named schedules, each at most hourly
+_CRON_ALIASES = frozenset(
+    {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+)
+
+
+def _check_schedule(schedule: Any) -> None:
+    """A cron's schedule fires at most once a minute: five fields (minute, hour, day, month,
+    weekday). croniter, under langgraph-api, also reads a sixth field as seconds (and a
+    seventh as the year), so ``* * * * * *`` would call the model every second."""
+    if schedule is None:
+        return
+    if not isinstance(schedule, str):
+        raise ConfigError("a cron's schedule must be a text of five fields")
+    parts = schedule.split()
+    if len(parts) == 1 and parts[0] in _CRON_ALIASES:
+        return
+    if len(parts) != 5:
+        raise ConfigError(
+            f"a cron's schedule has five fields (minute hour day month weekday), at most once a "
+            f"minute; not {len(parts)}"
+        )
 
 
 def _check_resume(command: Any, paused: bool | None = None) -> None:
