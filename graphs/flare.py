@@ -279,6 +279,13 @@ def flare_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = Non
     return None
 
 
+def flare_calls(ctx: Any) -> int:
+    """The most calls of a run: per sentence the look-ahead, a question per low-confidence
+    term (a term is at least one of the look-ahead's at most look_ahead_tokens tokens) and the
+    regeneration; at most max_steps sentences, each at least one of max_length tokens."""
+    return min(ctx.max_steps, ctx.max_length) * (2 + ctx.look_ahead_tokens)
+
+
 SPEC = MethodSpec(
     name="flare",
     title="FLARE (Jiang et al., 2023)",
@@ -303,6 +310,7 @@ SPEC = MethodSpec(
     progress={"passages": passages_line, "look_ahead": look_ahead_line, "sentence": sentence_line},
     # the original's temperature (openai.sh: temperature=0)
     paper_profile=replace(PAPER, sampling={"temperature": 0.0}),
+    calls=flare_calls,
 )
 
 build = builder(SPEC)

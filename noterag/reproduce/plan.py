@@ -134,6 +134,16 @@ class Plan:
     data_needs: list[Missing] = field(default_factory=list)
 
     @property
+    def remote_indexes(self) -> list[str]:
+        """The indexes the runs would search on another host (a table's ``es:http://...``
+        spec): a table file is text from anywhere, so these are shown in the plan and searched
+        only with ``--allow-remote-index``."""
+        found = {
+            part.strip() for run in self.runs for part in run.index.split(",") if "://" in part
+        }
+        return sorted(found)
+
+    @property
     def missing(self) -> list[Missing]:
         """Every run's missing inputs, each path once (a corpus two datasets share is listed
         once, its datasets joined)."""
@@ -165,6 +175,7 @@ class Plan:
             "other_backbones": self.other_backbones,
             "cells_in_table": self.cells_in_table,
             "data_needs": [asdict(m) for m in self.data_needs],
+            "remote_indexes": self.remote_indexes,
             "cells": [
                 asdict(c)
                 | {"row_label": _label(table, c.row), "column_label": table.columns[c.column].label}
