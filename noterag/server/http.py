@@ -52,6 +52,8 @@ from noterag.server.bounds import (
     ends_only,
 )
 from noterag.server.key import given_key, key_matches
+from noterag.server.mcp import MCP_PATH, mcp_tools
+from noterag.server.mcp import serve as serve_mcp
 
 __all__ = ["BATCH_CAP", "OriginGuard", "RequestGuard", "app", "origin_allowed"]
 
@@ -165,10 +167,11 @@ _THREADS = re.compile(r"^/threads/?$")
 # langgraph-api's own pages, served outside its auth: the key is checked here
 _KEYED_PAGES = frozenset({"/metrics", "/docs", "/openapi.json"})
 # routes that start runs in a form this guard does not read (the v2 event-streaming protocol's
-# commands, over HTTP or a WebSocket; MCP's and A2A's JSON-RPC): closed. langgraph.json turns
-# MCP and A2A off as well; the v2 protocol has no switch there (langgraph-api drops
-# "disable_event_streaming" from the http block it parses; FF_V2_EVENT_STREAMING=false does)
-_UNREAD = re.compile(r"^(?:/threads/[^/]+/(?:commands|stream/events)|/mcp|/a2a(?:/.*)?)/?$")
+# commands, over HTTP or a WebSocket; A2A's JSON-RPC): closed. langgraph.json turns
+# langgraph-api's MCP and A2A off as well (/mcp is the guard's own: noterag.server.mcp); the
+# v2 protocol has no switch there (langgraph-api drops "disable_event_streaming" from the
+# http block it parses; FF_V2_EVENT_STREAMING=false does)
+_UNREAD = re.compile(r"^(?:/threads/[^/]+/(?:commands|stream/events)|/a2a(?:/.*)?)/?$")
 
 
 class _Refused(Exception):
@@ -220,6 +223,7 @@ class RequestGuard:
       run's ``recursion_limit`` (set to the method's cap when absent).
     - Crons are refused (HTTP 403) unless the operator allows them, and checked like runs then.
     - With an API key set, ``/metrics``, ``/docs`` and ``/openapi.json`` need it as well.
+    - ``/mcp`` is answered by ``noterag.server.mcp``, each tool call checked as its run.
     """
 
     def __init__(
@@ -229,9 +233,12 @@ class RequestGuard:
         *,
         cors: Mapping[str, Any] | None = None,
         server_settings: bool = True,
+        tools: tuple[str, ...] | None = None,
     ) -> None:
         self.app = app
         self.policy = policy or SERVER_POLICY
+        # the methods /mcp offers as tools (noterag.server.mcp; NOTERAG_MCP_TOOLS)
+        self.mcp_tools = MCP_TOOLS if tools is None else tools
         # the CORS settings a refusal is answered with (langgraph-api's, read on the first
         # refusal when server_settings; the tests pass theirs as ``cors``)
         self._cors, self._pending = cors, server_settings and cors is None
@@ -291,6 +298,10 @@ class RequestGuard:
                 )
             # every method: a DELETE (or a GET) may carry a body as well
             sent = await self._body(scope, receive)
+            if scope["path"].rstrip("/") == MCP_PATH:
+                # MCP's JSON-RPC (noterag.server.mcp): a tool call is checked as its run
+                await serve_mcp(self, scope, receive, send, sent)
+                return
             body = sent
             if sent.strip():
                 looked_up = await self._look_up(scope, sent)
@@ -489,6 +500,15 @@ class RequestGuard:
             raise _Refused(422, str(error)) from None
         return json.dumps(payload).encode() if changed else body
 
+    def check_run(self, path: str, body: bytes) -> tuple[tuple[int, str] | None, bytes]:
+        """A run that does not come to the runs API (an MCP tool call: noterag.server.mcp)
+        checked as if it were POSTed to ``path``: (None, the body to send there, with what the
+        checks impose), or ((HTTP status, reason), b"") when refused."""
+        try:
+            return None, self._checked("POST", path, body)
+        except _Refused as refused:
+            return (refused.status, refused.detail), b""
+
     def _impose_cancel(self, item: dict[str, Any]) -> bool:
         """``on_disconnect="cancel"`` on a run its client waits on, unless the client asked for
         a resumable stream explicitly and the operator honours that. True when changed."""
@@ -611,6 +631,9 @@ def _check_settings(
 
 
 SERVER_POLICY = ServerPolicy.from_env()
+MCP_TOOLS = mcp_tools()
+# the guard's log line for a client's text, shared with noterag.server.mcp's refusals
+printable = _printable
 
 # langgraph.json "http": {"app": "./noterag/server/http.py:app"}: no routes of its own, only the
 # guards, which langgraph-api runs in front of every route (its custom app's middleware).
