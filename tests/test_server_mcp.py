@@ -19,7 +19,7 @@ from scripted import QUESTION
 
 pytest.importorskip("mcp", reason="the mcp SDK is in the dev extra")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from sim_endpoint import SimModel, SimServer, start  # noqa: E402
+from sim_endpoint import SimModel, SimServer, start
 
 KEY = "mcp-test-key-5c1d"
 TOOLS = "deepnote,vanilla"
@@ -151,7 +151,9 @@ def test_a_tool_the_operator_did_not_offer_is_unknown(mcp_server: str, model: Si
 def test_mcp_wants_the_key(mcp_server: str, model: SimModel, key: str | None) -> None:
     import httpx
 
-    headers = {"accept": "application/json, text/event-stream"} | ({"x-api-key": key} if key else {})
+    headers = {"accept": "application/json, text/event-stream"} | (
+        {"x-api-key": key} if key else {}
+    )
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "vanilla", "arguments": {"question": QUESTION}}}  # fmt: skip
     before = len(model.records)
@@ -183,7 +185,9 @@ def test_a_langchain_agent_answers_with_a_noterag_tool(mcp_server: str, model: S
     """langchain-mcp-adapters loads the tools; a LangChain agent calls ``vanilla`` and answers
     from its result. The agent's own model decides as a tool-calling model would: it calls the
     tool for the question, then answers with the tool's first line (the answer)."""
-    pytest.importorskip("langchain_mcp_adapters", reason="langchain-mcp-adapters is in the dev extra")
+    pytest.importorskip(
+        "langchain_mcp_adapters", reason="langchain-mcp-adapters is in the dev extra"
+    )
     agents = pytest.importorskip("langchain.agents", reason="create_agent is in langchain")
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage

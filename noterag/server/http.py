@@ -632,8 +632,6 @@ def _check_settings(
 
 SERVER_POLICY = ServerPolicy.from_env()
 MCP_TOOLS = mcp_tools()
-# the guard's log line for a client's text, shared with noterag.server.mcp's refusals
-printable = _printable
 
 # langgraph.json "http": {"app": "./noterag/server/http.py:app"}: no routes of its own, only the
 # guards, which langgraph-api runs in front of every route (its custom app's middleware).

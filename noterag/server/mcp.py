@@ -34,20 +34,29 @@ import json
 import logging
 import os
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import TypeAdapter
 from starlette.responses import JSONResponse, Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from noterag.base.errors import ConfigError
+from noterag.base.terminal import printable
 from noterag.core.context import MAX_QUESTION_CHARS, client_settings
 from noterag.core.policy import ServerPolicy, offers
 
-if TYPE_CHECKING:
-    from noterag.server.http import RequestGuard
+
+class Guard(Protocol):
+    """What this module uses of ``noterag.server.http.RequestGuard``, which calls it."""
+
+    app: ASGIApp  # langgraph-api behind the guard (its auth included)
+    policy: ServerPolicy
+    mcp_tools: tuple[str, ...]
+
+    def check_run(self, path: str, body: bytes) -> tuple[tuple[int, str] | None, bytes]: ...
+
 
 __all__ = ["MCP_PATH", "answer_text", "mcp_tools", "serve", "tool", "tool_result"]
 
@@ -64,9 +73,6 @@ PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600,
 REFUSED = INVALID_PARAMS
 # the passages' titles a result lists; more are counted
 MOST_TITLES = 20
-# the settings that belong to the server's operator whatever the policy: a tool call is
-# one stateless run of the method as the operator set it up
-_NEVER = frozenset({"profile"})
 
 
 def mcp_tools(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -111,7 +117,7 @@ def tool_settings(method: str, policy: ServerPolicy) -> dict[str, dict[str, Any]
     from noterag.registry.methods import METHODS
 
     schema = METHODS[method].context
-    closed = set(_NEVER)
+    closed: set[str] = set()
     if not policy.allow_client_sampling:
         closed |= set(client_settings(schema, "sampling"))
     if not policy.allow_client_prompts:
@@ -184,7 +190,7 @@ def tool(method: str, policy: ServerPolicy) -> dict[str, Any]:
     }
 
 
-def _titles(output: Mapping[str, Any], events: list[Mapping[str, Any]]) -> list[str]:
+def _titles(output: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[str]:
     """The titles of the passages the run kept (its output's ``passage_ids``), named by its
     retrieval events; without ids, every retrieved passage's title, in order."""
     named: dict[str, str] = {}
@@ -197,7 +203,7 @@ def _titles(output: Mapping[str, Any], events: list[Mapping[str, Any]]) -> list[
     return list(dict.fromkeys(named.get(i, i) for i in kept))
 
 
-def tool_result(output: Mapping[str, Any], events: list[Mapping[str, Any]]) -> dict[str, Any]:
+def tool_result(output: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A finished run's ``tools/call`` result: ``answer_text`` as the text, and its fields."""
     note = output.get("best_note") or output.get("memory") or ""
     structured = {
@@ -258,7 +264,7 @@ def _error(id_: Any, code: int, message: str, data: Any = None) -> dict[str, Any
 
 
 async def serve(
-    guard: RequestGuard, scope: Scope, receive: Receive, send: Send, body: bytes
+    guard: Guard, scope: Scope, receive: Receive, send: Send, body: bytes
 ) -> None:
     """Answer a request to ``/mcp`` (the guard has checked its key, origin and size)."""
     tools = guard.mcp_tools
@@ -346,7 +352,7 @@ def run_request(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def _call(
-    guard: RequestGuard,
+    guard: Guard,
     scope: Scope,
     receive: Receive,
     id_: Any,
@@ -372,10 +378,10 @@ async def _call(
     events = _sse_events(reply)
     errors = [data for event, data in events if event == "error"]
     if errors:
-        error = errors[-1]
-        text = error.get("message") or error.get("error") if isinstance(error, dict) else None
+        failure = errors[-1]
+        text = failure.get("message") or failure.get("error") if isinstance(failure, dict) else None
         return {"jsonrpc": "2.0", "id": id_, "result": {
-            "content": [{"type": "text", "text": f"the run failed: {text or error}"}],
+            "content": [{"type": "text", "text": f"the run failed: {text or failure}"}],
             "isError": True,
         }}  # fmt: skip
     values = [data for event, data in events if event == "values" and isinstance(data, dict)]
@@ -399,15 +405,14 @@ def _detail(reply: bytes) -> str | None:
 def _refused(scope: Scope, id_: Any, status: int, detail: str) -> dict[str, Any]:
     """A refused tool call: a JSON-RPC error with the reason (and the HTTP status the same run
     would have got from the runs API), logged as the guard logs its refusals."""
-    from noterag.server.http import printable
-
+    shown = printable(detail).replace("\n", " ")
     log.warning("refused %s %s tools/call: %d %s", scope["method"], scope["path"], status,
-                printable(detail))  # fmt: skip
+                shown if len(shown) <= 200 else shown[:200] + "...")  # fmt: skip
     return _error(id_, REFUSED, detail, {"status": status})
 
 
 async def _dispatch(
-    guard: RequestGuard, scope: Scope, receive: Receive, path: str, body: bytes
+    guard: Guard, scope: Scope, receive: Receive, path: str, body: bytes
 ) -> tuple[int, bytes]:
     """POST ``body`` to ``path`` of langgraph-api (behind the guard, its auth included) with
     the MCP request's credentials; (status, the whole reply). After the body, the client's own
