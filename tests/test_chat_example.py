@@ -141,8 +141,11 @@ def test_the_review_card_shows_the_hitl_request_and_resumes_with_a_decision(
     # the decisions the request allows
     assert card["action"] == "review_note" and card["label"] == "note"
     notes = [p for stage, p in model.prompts[asked:] if stage in ("init_note", "accumulate")]
-    assert card["text"].strip() and card["context"].startswith("passages"), card
-    assert "verdicts" in card["context"] and "step 1: true" in card["context"], card
+    # the note the one text to edit; what it was written from as text (issue 42): the
+    # passages numbered with their titles, each step's queries and verdict
+    assert card["text"].strip(), card
+    assert card["context"].startswith("**Passages the note was written from**"), card
+    assert "\n1. **" in card["context"] and "- Step 1: searched" in card["context"], card
     assert card["description"].startswith("Review the note the answer will be written from")
     assert card["buttons"] == {"approve": True, "edit": True, "reject": True}
     assert not card["answerBefore"], card  # paused before the answer

@@ -181,13 +181,16 @@ function review(request) {
   const original = String(action.args[field] ?? "");
   $("review-title").textContent = action.name === "review_note" ? "Review the note" : "Review the answer";
   $("review").dataset.action = action.name;
-  $("review-description").textContent = action.description ?? "";
+  // The description: what the decisions do, then (Markdown) what the note was written from
+  const [says, ...more] = (action.description ?? "").split("\n\n");
+  $("review-description").textContent = says;
   $("review-label").textContent = field;
   const text = $("review-text");
   text.value = original;
   text.readOnly = !allowed.includes("edit");
   const args = $("review-args");
   args.replaceChildren();
+  if (more.length) args.append(el("pre", "", more.join("\n\n")));
   for (const [name, value] of Object.entries(action.args)) {
     if (name === field) continue;
     args.append(el("div", "label", name));
