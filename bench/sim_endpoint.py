@@ -462,7 +462,8 @@ def make_server(model: SimModel, port: int = 0, faults: Faults | None = None) ->
                 "message": {"role": "assistant", "content": text},
                 "finish_reason": "stop",
             }
-            if request.get("logprobs"):
+            # an endpoint without log-probabilities (many servers): a model with logprobs=False
+            if request.get("logprobs") and getattr(model, "logprobs", True):
                 choice["logprobs"] = _logprobs(
                     _TOKENS.findall(text), int(request.get("top_logprobs") or 0)
                 )

@@ -69,8 +69,15 @@ def guard(paused: bool = False, **policy: Any) -> tuple[RequestGuard, _Server]:
     return RequestGuard(server, ServerPolicy(**policy), cors=CORS), server
 
 
-def post(app: Any, path: str, payload: Any, headers: dict[str, str] | None = None) -> Any:
-    """(status, the reply's JSON, its headers) of a POST with ``headers`` added."""
+def post(
+    app: Any,
+    path: str,
+    payload: Any,
+    headers: dict[str, str] | None = None,
+    peers: tuple[str, str] | None = None,
+) -> Any:
+    """(status, the reply's JSON, its headers) of a POST with ``headers`` added; ``peers``: the
+    server's and the client's addresses."""
     sent: list[dict[str, Any]] = []
     body = json.dumps(payload).encode()
     given = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -82,7 +89,11 @@ def post(app: Any, path: str, payload: Any, headers: dict[str, str] | None = Non
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": path, "headers": given, "query_string": b""}
+    scope: dict[str, Any] = {
+        "type": "http", "method": "POST", "path": path, "headers": given, "query_string": b""
+    }  # fmt: skip
+    if peers is not None:
+        scope |= {"server": (peers[0], 2024), "client": (peers[1], 51234)}
     asyncio.run(app(scope, receive, send))
     start = next(m for m in sent if m["type"] == "http.response.start")
     reply = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
@@ -267,6 +278,32 @@ def test_an_anonymous_client_is_refused_before_any_check() -> None:
     assert server.bodies == [b"{}"]
 
 
+# --- the browser clients: a reload mid-run on the default local server ---------------------------
+
+
+def test_a_resumable_stream_is_honoured_over_loopback_on_an_anonymous_server() -> None:
+    """Agent Chat UI asks for ``stream_resumable`` + ``on_disconnect: "continue"`` so that a
+    reload joins the run again. An anonymous server honours it for a client over loopback (the
+    default ``langgraph dev``), and cancels it for any other, and wherever the operator said
+    NOTERAG_ALLOW_RESUMABLE=0."""
+    resumable = RUN | {"on_disconnect": "continue", "stream_resumable": True}
+    app, server = guard()
+    post(app, "/threads/t/runs/stream", resumable, peers=("127.0.0.1", "127.0.0.1"))
+    assert json.loads(server.bodies[-1])["on_disconnect"] == "continue"
+    post(app, "/threads/t/runs/stream", resumable, peers=("::1", "::1"))
+    assert json.loads(server.bodies[-1])["on_disconnect"] == "continue"
+    for peers in (("10.1.2.3", "10.1.2.9"), ("0.0.0.0", "192.168.1.7"), None):
+        post(app, "/threads/t/runs/stream", resumable, peers=peers)
+        assert json.loads(server.bodies[-1])["on_disconnect"] == "cancel", peers
+    post(app, "/threads/t/runs/stream", RUN, peers=("127.0.0.1", "127.0.0.1"))  # not asked for
+    assert json.loads(server.bodies[-1])["on_disconnect"] == "cancel"
+    closed = ServerPolicy.from_env({"NOTERAG_ALLOW_RESUMABLE": "0"})
+    assert not closed.resumable_on_loopback and ServerPolicy.from_env({}).resumable_on_loopback
+    app, server = guard(resumable_on_loopback=False)
+    post(app, "/threads/t/runs/stream", resumable, peers=("127.0.0.1", "127.0.0.1"))
+    assert json.loads(server.bodies[-1])["on_disconnect"] == "cancel"
+
+
 # --- against a real `langgraph dev` (the operator's defaults) -------------------------------------
 
 
@@ -333,3 +370,78 @@ def test_a_cron_fires_at_most_once_a_minute() -> None:
     assert post(app, "/threads/t/runs/crons", cron | {"schedule": "*/5 * * * * * 2030"})[0] == 422
     assert post(app, "/runs/crons", cron | {"schedule": "*/5 * * * *"})[0] == 200
     assert post(app, "/runs/crons", cron | {"schedule": "@hourly"})[0] == 200
+
+
+@pytest.mark.server
+def test_a_method_without_log_probabilities_tells_the_client_why(closed: tuple[str, Any]) -> None:
+    """FLARE, REPLUG and Self-RAG need token log-probabilities; against an endpoint without
+    them the run fails, and the reason reaches the client as the run's error (what Agent Chat
+    UI shows), not only the server's log."""
+    from langgraph_sdk import get_sync_client
+
+    url, model = closed
+    client = get_sync_client(url=url)
+    model.logprobs = False  # the simulated endpoint leaves them out
+    try:
+        for method in ("flare", "replug", "self-rag"):
+            # as Agent Chat UI streams (its useStream): a thread, a chat message, these modes
+            thread = client.threads.create()["thread_id"]
+            parts = list(
+                client.runs.stream(
+                    thread,
+                    method,
+                    input={"messages": [{"type": "human", "content": QUESTION}]},
+                    stream_mode=["values", "messages-tuple", "custom"],
+                    stream_subgraphs=True,
+                )
+            )
+            errors = [p.data for p in parts if p.event == "error"]
+            assert errors, (method, parts[-3:])
+            assert "log-probabilit" in json.dumps(errors), (method, errors)
+    finally:
+        model.logprobs = True
+
+
+@pytest.mark.server
+def test_a_reload_mid_run_finds_the_answer_on_the_default_local_server(
+    closed: tuple[str, Any],
+) -> None:
+    """The anonymous server on 127.0.0.1 (`langgraph dev`'s default): a client streams with
+    ``stream_resumable`` and ``on_disconnect: "continue"`` (Agent Chat UI), leaves mid-run (a
+    page reload); the run goes on, and the answer is in the thread when the page is back."""
+    import threading
+
+    from langgraph_sdk import get_sync_client
+
+    url, model = closed
+    client = get_sync_client(url=url, timeout=WAIT)
+    thread = client.threads.create()["thread_id"]
+    model.held.clear()
+    model.release.clear()  # the review waits until the client has left
+    try:
+        run_id = None
+        stream = client.runs.stream(
+            thread, "deepnote", input={"question": QUESTION}, context={"max_steps": 1},
+            stream_mode=["updates"], on_disconnect="continue", stream_resumable=True,
+        )  # fmt: skip
+        for part in stream:
+            if part.event == "metadata":
+                run_id = part.data["run_id"]
+            if part.event == "updates" and "accumulate" in (part.data or {}):
+                break  # the client leaves
+        stream.close()
+        assert run_id is not None and model.held.wait(WAIT)
+        model.release.set()
+        done = threading.Event()
+
+        def join() -> None:  # the page back: joins the run, which ends
+            for _ in client.runs.join_stream(thread, run_id, stream_mode=["updates"]):
+                pass
+            done.set()
+
+        threading.Thread(target=join, daemon=True).start()
+        assert done.wait(WAIT)
+        assert client.runs.get(thread, run_id)["status"] == "success"
+        assert client.threads.get_state(thread)["values"]["answer"]
+    finally:
+        model.release.set()

@@ -144,6 +144,9 @@ class ServerPolicy:
     cancel_on_disconnect: bool = True
     cors_origins: tuple[str, ...] = ()
     allow_resumable: bool = False
+    # unless the operator set NOTERAG_ALLOW_RESUMABLE: a client connected over loopback (the
+    # default `langgraph dev`, 127.0.0.1) has its resumable stream honoured even without a key
+    resumable_on_loopback: bool = True
     allow_state_writes: bool = False
     allow_crons: bool = False
 
@@ -173,6 +176,7 @@ class ServerPolicy:
             # a client that authenticated is the operator's: its explicit request for a run
             # that outlives its connection is honoured; an anonymous one's is not, by default
             allow_resumable=_flag(env, "NOTERAG_ALLOW_RESUMABLE", api_key is not None),
+            resumable_on_loopback=_flag(env, "NOTERAG_ALLOW_RESUMABLE", True),
             allow_state_writes=_flag(env, "NOTERAG_ALLOW_STATE_WRITES", False),
             allow_crons=_flag(env, "NOTERAG_ALLOW_CRONS", False),
         )

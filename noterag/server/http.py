@@ -415,13 +415,13 @@ class RequestGuard:
         assistant = method == "PATCH" and _ASSISTANTS.match(path) is not None
         if not (runs or assistant):
             return {}
+        found: dict[str, Any] = {"graphs": {}, "loopback": _over_loopback(scope)}
         try:
             payload = json.loads(body)
         except (ValueError, RecursionError):
             return {}  # refused by the checks
         items = payload if isinstance(payload, list) else [payload]
         items = [i for i in items[: BATCH_CAP + 1] if isinstance(i, dict)]
-        found: dict[str, Any] = {"graphs": {}}
         ids = {i.get("assistant_id") for i in items}
         if assistant and not any(i.get("graph_id") for i in items):
             ids.add(path.rstrip("/").rsplit("/", 1)[-1])
@@ -494,7 +494,7 @@ class RequestGuard:
                     check_command(item.get("command"), self.policy.allow_state_writes, graph)
                     _check_resume(item.get("command"), looked_up.get("paused"))
                     if self.policy.cancel_on_disconnect and _WAITS.search(path):
-                        changed |= self._impose_cancel(item)
+                        changed |= self._impose_cancel(item, looked_up.get("loopback", False))
                 changed |= _check_settings(item, self.policy, runs=runs, graph=graph)
         except ConfigError as error:
             raise _Refused(422, str(error)) from None
@@ -509,11 +509,15 @@ class RequestGuard:
         except _Refused as refused:
             return (refused.status, refused.detail), b""
 
-    def _impose_cancel(self, item: dict[str, Any]) -> bool:
+    def _impose_cancel(self, item: dict[str, Any], loopback: bool = False) -> bool:
         """``on_disconnect="cancel"`` on a run its client waits on, unless the client asked for
-        a resumable stream explicitly and the operator honours that. True when changed."""
+        a resumable stream explicitly and the operator honours that: with
+        ``NOTERAG_ALLOW_RESUMABLE`` (by default with a key), or, unless the operator turned it
+        off, for a client connected over loopback (``loopback``: a page on the operator's own
+        machine reloading mid-run, Agent Chat UI's ``reconnectOnMount``). True when changed."""
+        honoured = self.policy.allow_resumable or (loopback and self.policy.resumable_on_loopback)
         if (
-            self.policy.allow_resumable
+            honoured
             and item.get("stream_resumable") is True
             and item.get("on_disconnect") == "continue"
         ):
@@ -552,6 +556,24 @@ class RequestGuard:
 _CRON_ALIASES = frozenset(
     {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
 )
+
+
+def _over_loopback(scope: Scope) -> bool:
+    """Whether the request came over loopback: the server's address it arrived at and the
+    client's are both loopback addresses (a server bound to 127.0.0.1, `langgraph dev`'s
+    default, takes no other; one bound to all addresses takes other machines' too, which are
+    not loopback). A reverse proxy on the same machine looks like loopback: an operator who
+    puts one in front sets NOTERAG_ALLOW_RESUMABLE=0, or a key."""
+    import ipaddress
+
+    for end in (scope.get("server"), scope.get("client")):
+        host = end[0] if isinstance(end, list | tuple) and end else None
+        try:
+            if host is None or not ipaddress.ip_address(host).is_loopback:
+                return False
+        except ValueError:
+            return False
+    return True
 
 
 def _check_schedule(schedule: Any) -> None:
