@@ -263,9 +263,7 @@ def _error(id_: Any, code: int, message: str, data: Any = None) -> dict[str, Any
     return {"jsonrpc": "2.0", "id": id_, "error": error}
 
 
-async def serve(
-    guard: Guard, scope: Scope, receive: Receive, send: Send, body: bytes
-) -> None:
+async def serve(guard: Guard, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
     """Answer a request to ``/mcp`` (the guard has checked its key, origin and size)."""
     tools = guard.mcp_tools
     if not tools:
