@@ -127,6 +127,8 @@ def test_a_call_runs_its_method_with_the_checks_a_run_gets_and_reads_as_an_answe
         ({"question": "q", "index": "web"}, {}, "index cannot be chosen on this server"),
         ({"question": "q", "nope": 1}, {}, "unknown context field(s) nope"),
         ("q", {}, "arguments must be an object"),
+        ({"question": "q", "human_review": "note"}, {}, "does not pause for a human review"),
+        ({"question": "q"}, {"context": {"human_review": "both"}}, "does not pause for a human"),
     ],
 )
 def test_a_refused_call_is_a_json_rpc_error_and_nothing_runs(
@@ -202,6 +204,7 @@ def test_each_method_describes_itself_and_its_settings(method: str) -> None:
     settings = set(schema["properties"]) - {"question"}
     # every setting the runs API takes from a client here, none that the operator keeps
     assert "max_tokens" not in settings and "prompts" not in settings
+    assert "human_review" not in settings  # nobody answers a review within a tool call
     assert "model" not in settings  # no models offered
     assert settings and all(name in listed["description"] for name in settings)
     for prop in schema["properties"].values():

@@ -19,29 +19,35 @@ from scripted import QUESTION
 
 pytest.importorskip("mcp", reason="the mcp SDK is in the dev extra")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from sim_endpoint import SimModel, SimServer, start
+from sim_endpoint import SimModel, start
 
 KEY = "mcp-test-key-5c1d"
 TOOLS = "deepnote,vanilla"
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[SimModel]:
+def endpoint() -> Iterator[tuple[SimModel, str]]:
+    """The simulated endpoint (its request log, its URL)."""
     sim = SimModel(base_s=0, per_token_s=0)
-    server: SimServer
     server, url = start(sim)
-    sim.url = url  # type: ignore[attr-defined]
-    yield sim
+    yield sim, url
     server.shutdown()
 
 
 @pytest.fixture(scope="module")
-def mcp_server(tmp_path_factory: pytest.TempPathFactory, model: SimModel) -> Iterator[str]:
+def model(endpoint: tuple[SimModel, str]) -> SimModel:
+    return endpoint[0]
+
+
+@pytest.fixture(scope="module")
+def mcp_server(
+    tmp_path_factory: pytest.TempPathFactory, endpoint: tuple[SimModel, str]
+) -> Iterator[str]:
     """`langgraph dev` with a key, two tools offered, the simulated endpoint as its model."""
     from devserver import serve
 
     yield from serve(tmp_path_factory, {
-        "NOTERAG_MODEL": f"openai:sim@{model.url}",  # type: ignore[attr-defined]
+        "NOTERAG_MODEL": f"openai:sim@{endpoint[1]}",
         "NOTERAG_API_KEY": KEY,
         "NOTERAG_ALLOW_CLIENT_SAMPLING": "0",
         "NOTERAG_MAX_RETRIES": "0",

@@ -36,6 +36,7 @@ import os
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, fields
+from types import SimpleNamespace
 from typing import Any, Protocol
 
 from pydantic import TypeAdapter
@@ -44,7 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from noterag.base.errors import ConfigError
 from noterag.base.terminal import printable
-from noterag.core.context import MAX_QUESTION_CHARS, client_settings
+from noterag.core.context import MAX_QUESTION_CHARS, client_settings, refuse_human_review
 from noterag.core.policy import ServerPolicy, offers
 
 
@@ -117,7 +118,8 @@ def tool_settings(method: str, policy: ServerPolicy) -> dict[str, dict[str, Any]
     from noterag.registry.methods import METHODS
 
     schema = METHODS[method].context
-    closed: set[str] = set()
+    # nobody answers a review within a tool call: its run is stateless, and the client waits
+    closed: set[str] = {"human_review"}
     if not policy.allow_client_sampling:
         closed |= set(client_settings(schema, "sampling"))
     if not policy.allow_client_prompts:
@@ -162,16 +164,22 @@ def tool(method: str, policy: ServerPolicy) -> dict[str, Any]:
         **settings,
     }
     taken = ", ".join(settings) or "none"
-    retrieves = (
-        "It searches the server's index, keeps what it learns in notes, and answers from them."
-        if spec.retrieves
-        else "It answers from the model alone, searching nothing."
-    )
+    keys = spec.output_keys
+    memory = "best note" if "best_note" in keys else "memory" if "memory" in keys else None
+    if not spec.retrieves:
+        how = "It answers from the model alone, searching nothing."
+    elif memory:
+        how = "It searches the server's index over several rounds, keeps what it learns in its "
+        how += f"{memory}, and answers from it."
+    else:
+        how = "It searches the server's index and answers from the passages."
+    returns = "the answer" + (f", its {memory}" if memory else "")
+    returns += " and the titles of the passages it used" if spec.retrieves else ""
     return {
         "name": method,
         "title": spec.title,
-        "description": f"{spec.title}: {spec.summary}. {retrieves} Returns the answer, then the "
-        f"best note and the titles of the passages it used. Optional settings: {taken}.",
+        "description": f"{spec.title}: {spec.summary.rstrip('.')}. {how} Returns {returns}. Optional "
+        f"settings: {taken}.",
         "inputSchema": {
             "type": "object",
             "properties": properties,
@@ -338,6 +346,7 @@ def run_request(params: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(context, dict):
         raise ConfigError("context must be an object of settings")
     settings = {k: v for k, v in arguments.items() if k != "question"}
+    refuse_human_review(SimpleNamespace(**context, **settings), "an MCP tool call")
     question = arguments.get("question")
     if question is None or (isinstance(question, str) and not question.strip()):
         raise ConfigError('the tool needs a question: {"question": "..."}')
