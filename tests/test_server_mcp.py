@@ -187,42 +187,22 @@ def test_mcp_wants_the_key(mcp_server: str, model: SimModel, key: str | None) ->
 
 
 @pytest.mark.server
-def test_a_langchain_agent_answers_with_a_noterag_tool(mcp_server: str, model: SimModel) -> None:
-    """langchain-mcp-adapters loads the tools; a LangChain agent calls ``vanilla`` and answers
-    from its result. The agent's own model decides as a tool-calling model would: it calls the
-    tool for the question, then answers with the tool's first line (the answer)."""
+def test_a_langchain_agent_answers_with_a_noterag_tool(
+    mcp_server: str, endpoint: tuple[SimModel, str]
+) -> None:
+    """langchain-mcp-adapters loads the tools; a LangChain agent, its model the simulated
+    endpoint (which calls the first tool that takes a question, then answers with the tool's
+    first paragraph: bench/sim_endpoint.agent_reply), calls ``deepnote`` and answers from its
+    result."""
     pytest.importorskip(
         "langchain_mcp_adapters", reason="langchain-mcp-adapters is in the dev extra"
     )
     agents = pytest.importorskip("langchain.agents", reason="create_agent is in langchain")
-    from langchain_core.language_models.chat_models import BaseChatModel
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.messages import ToolMessage
     from langchain_mcp_adapters.client import MultiServerMCPClient
+    from langchain_openai import ChatOpenAI
 
-    class ToolUser(BaseChatModel):
-        tool: str
-
-        @property
-        def _llm_type(self) -> str:
-            return "tool-user"
-
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
-
-        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-            last = messages[-1]
-            if isinstance(last, ToolMessage):
-                content = last.content
-                text = content if isinstance(content, str) else content[0]["text"]
-                reply = AIMessage(content=text.split("\n\n", 1)[0])
-            else:
-                question = next(m for m in messages if isinstance(m, HumanMessage)).content
-                reply = AIMessage(content="", tool_calls=[
-                    {"name": self.tool, "args": {"question": question}, "id": "call-1"}
-                ])  # fmt: skip
-            return ChatResult(generations=[ChatGeneration(message=reply)])
-
+    model, url = endpoint
     client = MultiServerMCPClient({
         "noterag": {"transport": "streamable_http", "url": f"{mcp_server}/mcp",
                     "headers": {"x-api-key": KEY}},
@@ -230,17 +210,19 @@ def test_a_langchain_agent_answers_with_a_noterag_tool(mcp_server: str, model: S
 
     async def go() -> tuple[list[Any], dict[str, Any]]:
         tools = await client.get_tools()
-        agent = agents.create_agent(ToolUser(tool="vanilla"), tools)
+        chat = ChatOpenAI(model="sim", base_url=url, api_key="sim", max_retries=0)
+        agent = agents.create_agent(chat, tools)
         return tools, await agent.ainvoke({"messages": [("user", QUESTION)]})
 
     before = len(model.records)
     tools, out = asyncio.run(go())
-    assert sorted(t.name for t in tools) == ["deepnote", "vanilla"]
+    assert [t.name for t in tools] == ["deepnote", "vanilla"]
+    assert "question" in tools[0].args_schema["properties"]
     tool_messages = [m for m in out["messages"] if isinstance(m, ToolMessage)]
-    assert len(tool_messages) == 1 and tool_messages[0].name == "vanilla"
+    assert len(tool_messages) == 1 and tool_messages[0].name == "deepnote"
     result = tool_messages[0].content
     text = result if isinstance(result, str) else result[0]["text"]
     answer = out["messages"][-1].content
-    # the agent's answer is the tool's answer, which the server's model wrote
-    assert answer and text.startswith(answer) and "Passages: " in text
-    assert len(model.records) > before
+    # the agent's answer is the tool's answer, which DeepNote wrote on the server's model
+    assert answer and text.startswith(answer + "\n\nBest note:") and "Passages: " in text
+    assert len(model.records) > before  # DeepNote's calls (the agent's own are not recorded)
