@@ -27,6 +27,9 @@ Like OpenAI and vLLM, it streams a reply as server-sent chunks when the request 
 token's log-probability when it says ``"logprobs": true`` (every token certain: 0.0; a bracketed
 reflection token such as ``[Relevant]`` is one token).
 
+A request that offers ``tools`` is an agent's model's (``agent_reply``): it calls the first tool
+that takes a ``question``, then answers with the first paragraph of the tool's result.
+
     python bench/sim_endpoint.py --port 8931 --base-ms 100 --per-token-ms 2
     python bench/sim_endpoint.py --error-rate 0.2 --hang-rate 0.05 --garbage-rate 0.1 --seed 1
 """
@@ -390,6 +393,45 @@ def _sse(request: dict[str, Any], completion: dict[str, Any]) -> bytes:
     return "".join(lines).encode()
 
 
+def agent_reply(request: dict[str, Any]) -> dict[str, Any]:
+    """The reply of a tool-calling agent's model (a request that offers ``tools``): the first
+    tool that takes a ``question`` called with the user's last message, then, once a tool's
+    result is in the conversation, its first paragraph as the answer (a noterag tool's result
+    starts with the answer). So a LangChain agent over noterag's MCP tools runs on this
+    endpoint as on a real model (tests/test_server_mcp.py)."""
+    messages = request.get("messages") or []
+    message: dict[str, Any] = {"role": "assistant", "content": ""}
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        content = last.get("content")
+        if isinstance(content, list):  # text parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        message["content"] = str(content or "").split("\n\n", 1)[0]
+        finish = "stop"
+    else:
+        tools = [t.get("function", {}) for t in request["tools"]]
+        chosen = next(
+            (t for t in tools if "question" in (t.get("parameters") or {}).get("properties", {})),
+            tools[0],
+        )
+        user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        question = user.get("content")
+        if isinstance(question, list):
+            question = "".join(p.get("text", "") for p in question if isinstance(p, dict))
+        arguments = json.dumps({"question": question or ""})
+        message["tool_calls"] = [{"id": f"call-{time.time_ns()}", "type": "function",
+                                  "function": {"name": chosen.get("name"), "arguments": arguments}}]  # fmt: skip
+        finish = "tool_calls"
+    return {
+        "id": f"sim-{time.time_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "sim",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
 class SimServer(ThreadingHTTPServer):
     daemon_threads = True
     # The listen backlog. socketserver's default is 5: when an eval's 32 clients connect at
@@ -450,6 +492,9 @@ def make_server(model: SimModel, port: int = 0, faults: Faults | None = None) ->
                 )
                 self.close_connection = True
                 return
+            if request.get("tools"):  # an agent's model: no method prompt, not recorded
+                self._json(agent_reply(request))
+                return
             text, tokens = model.serve(prompt)
             if request.get("stop"):  # the latency was the whole reply's; the usage is the cut one's
                 text = at_stop(text, request["stop"])
@@ -462,7 +507,8 @@ def make_server(model: SimModel, port: int = 0, faults: Faults | None = None) ->
                 "message": {"role": "assistant", "content": text},
                 "finish_reason": "stop",
             }
-            if request.get("logprobs"):
+            # an endpoint without log-probabilities (many servers): a model with logprobs=False
+            if request.get("logprobs") and getattr(model, "logprobs", True):
                 choice["logprobs"] = _logprobs(
                     _TOKENS.findall(text), int(request.get("top_logprobs") or 0)
                 )

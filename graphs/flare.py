@@ -276,6 +276,13 @@ def flare_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = Non
     return None
 
 
+def flare_calls(ctx: Any) -> int:
+    """The most calls of a run: per sentence the look-ahead, a question per low-confidence
+    term (a term is at least one of the look-ahead's at most look_ahead_tokens tokens) and the
+    regeneration; at most max_steps sentences, each at least one of max_length tokens."""
+    return min(ctx.max_steps, ctx.max_length) * (2 + ctx.look_ahead_tokens)
+
+
 SPEC = MethodSpec(
     name="flare",
     title="FLARE (Jiang et al., 2023)",
@@ -302,6 +309,7 @@ SPEC = MethodSpec(
     paper_profile=replace(PAPER, sampling={"temperature": 0.0}),
     # a stand-in's tokens are all certain: at θ = 1 each look-ahead still triggers retrieval
     search_script=SearchScript(settings={"threshold": 1.0}),
+    calls=flare_calls,
 )
 
 build = builder(SPEC)

@@ -182,6 +182,11 @@ SPEC = MethodSpec(
     progress=PROGRESS,
     # the original's greedy passes (qa_final.py: call_api(..., temp=0))
     paper_profile=replace(PAPER, sampling={"temperature": 0.0}),
+    # one pass per retrieved passage (the closed-book pass when none was found)
+    calls=lambda ctx: ctx.top_k,
+    lists=dict.fromkeys(
+        ("passages", "scores", "weights", "passage_answers", "passage_probs", "ensemble"), "top_k"
+    ),
 )
 
 build = builder(SPEC)

@@ -196,6 +196,13 @@ def sure_stop(state: Mapping[str, Any], ctx: Any, profile: Profile | None = None
     return None
 
 
+def sure_calls(ctx: Any) -> int:
+    """The calls of one pass at K = n_candidates: p_can once, p_sum and p_val once per
+    candidate, p_rank once per ordered pair (1 + 2K + K(K-1); 7 at K = 2)."""
+    k = ctx.n_candidates
+    return 1 + 2 * k + k * (k - 1)
+
+
 SPEC = MethodSpec(
     name="sure",
     title="SuRe (Kim et al., 2024)",
@@ -214,6 +221,10 @@ SPEC = MethodSpec(
     # the official code's passage format and temperature (see the docstring)
     paper_profile=replace(PAPER, format_passages=sure_passages, sampling={"temperature": 0.0}),
     tasks=("multihop",),  # its first step refuses the others
+    calls=sure_calls,
+    lists=dict.fromkeys(
+        ("candidates", "summaries", "validity", "ranking", "scores"), "n_candidates"
+    ),
 )
 
 build = builder(SPEC)

@@ -5,12 +5,15 @@ Each pause sends LangChain v1's HITL request (``langchain.agents.middleware.huma
 ``HITLRequest``, what Agent Chat UI's ``isAgentInboxInterruptSchema`` recognises and renders as a
 review card), one action per reviewed item::
 
-    {"action_requests": [{"name": "review_note", "args": {"note", "passages", "verdicts"},
-                          "description": "..."}],
+    {"action_requests": [{"name": "review_note", "args": {"note"}, "description": "..."}],
      "review_configs": [{"action_name": "review_note",
                          "allowed_decisions": ["approve", "edit", "reject"]}]}
 
-(``review_answer``, args ``question`` and ``answer``, at the answer's review). The run resumes
+(``review_answer``, args ``answer``, at the answer's review). The edited text is the request's
+one argument, so it is the one text box Agent Chat UI offers to edit; what the reviewer reads
+besides (what each decision does, the passages numbered with their titles, each step's queries
+and verdict; the question, at the answer's review) is the description's Markdown, which Agent
+Chat UI renders as text. The run resumes
 with ``Command(resume={"decisions": [decision]})``, one decision for the one action:
 
 * ``{"type": "approve"}``: go on as is;
@@ -320,23 +323,67 @@ def _emit(env: Env, action: str, decision: Decision, **more: Any) -> None:
     )
 
 
+# A passage's text in a review's description is cut here: the card is read, not searched.
+SHOWN_PASSAGE_CHARS = 1_000
+
+
+def passages_text(passages: list[Any]) -> str:
+    """The passages as a reviewer reads them (Markdown, what Agent Chat UI renders a request's
+    description as): numbered, each with its title."""
+    lines = []
+    for i, p in enumerate(passages, 1):
+        text = " ".join(str(p.get("text", "")).split())
+        if len(text) > SHOWN_PASSAGE_CHARS:
+            text = text[:SHOWN_PASSAGE_CHARS] + " [...]"
+        lines.append(
+            f"{i}. **{' '.join(str(p.get('title', '')).split()) or '(no title)'}**: {text}"
+        )
+    return "\n".join(lines) or "(none)"
+
+
+def steps_text(trace: list[Any]) -> str:
+    """Each step of the loop as a reviewer reads it: its queries and its verdict on the note."""
+    lines = []
+    for entry in trace:
+        queries = "; ".join(f'"{" ".join(str(q).split())}"' for q in entry.get("queries") or [])
+        verdict = entry.get("verdict")
+        said = (
+            "the first note"
+            if verdict is None
+            else ("the note was improved and kept" if verdict else "the note was not improved")
+        )
+        reason = " ".join(str(entry.get("reason") or "").split())
+        lines.append(
+            f"- Step {entry.get('step')}: searched {queries or '(nothing)'}; {said}"
+            + (f" ({reason})" if reason and verdict is not None else "")
+        )
+    return "\n".join(lines) or "(none)"
+
+
 def review_note(state: dict[str, Any], env: Env, goto: str) -> RoutingStepGen:
-    """The note review before the answer: pause with the note, the passages and the verdict
-    history; returns the state the answer reads (the note as reviewed) and the update to keep,
-    or a ``Command`` back to ``goto`` after a reject's retrieval."""
-    verdicts = [
-        {k: entry.get(k) for k in ("step", "queries", "verdict", "reason", "candidate_note")}
-        for entry in state.get("trace") or []
-    ]
-    passages = [
-        {"id": p["id"], "title": p["title"], "text": p["text"]} for p in state.get("passages") or []
-    ]
+    """The note review before the answer: pause with the note (the request's one argument,
+    the one text the reviewer edits) and, in its description, what each decision does, the
+    passages and each step's queries and verdict as text; returns the state the answer reads
+    (the note as reviewed) and the update to keep, or a ``Command`` back to ``goto`` after a
+    reject's retrieval."""
     more = can_retrieve_more(env)
+    description = (
+        "Review the note the answer will be written from: approve it, edit it"
+        + (", or reject it with what to look for (that text is searched for)." if more else ".")
+        + " Approve: the answer is written from this note. Edit: the answer reads your note"
+        + (
+            ". Reject: your words are searched for, the note is updated from what they find, "
+            "and you review it again."
+            if more
+            else "."
+        )
+        + f"\n\n**Passages the note was written from**\n\n{passages_text(state.get('passages') or [])}"
+        + f"\n\n**Steps**\n\n{steps_text(state.get('trace') or [])}"
+    )
     decision = ask_human(
         "review_note",
-        {"note": state.get("best_note") or "", "passages": passages, "verdicts": verdicts},
-        "Review the note the answer will be written from: approve it, edit it"
-        + (", or reject it with what to look for (that text is searched for)." if more else "."),
+        {"note": state.get("best_note") or ""},
+        description,
         DECISIONS if more else ("approve", "edit"),
     )
     if decision.type == "reject":
@@ -378,14 +425,15 @@ def review_answer(state: dict[str, Any], env: Env) -> RoutingStepGen:
     more = can_retrieve_more(env) and state.get("best_note") is not None
     decision = ask_human(
         "review_answer",
-        {"question": state.get("question"), "answer": state["answer"]},
+        {"answer": state["answer"]},
         "Review the answer: approve it, edit it"
         + (
             ", or reject it with what to look for (that text is searched for, the note updated "
             "and the answer written again)."
             if more
             else "."
-        ),
+        )
+        + f"\n\n**The question**: {' '.join(str(state.get('question') or '').split())}",
         DECISIONS if more else ("approve", "edit"),
     )
     if decision.type == "reject":

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from noterag.base.errors import CorpusError
+from noterag.base.files import UnreadableJSON, read_json
 
 from .corpus_files import READ_CHUNK, GzipCorpus, open_corpus
 from .corpus_formats import (
@@ -230,11 +231,13 @@ def _parse_line(raw: bytes) -> Passage:
     except UnicodeDecodeError as exc:
         raise _BadLine(f"not valid UTF-8 (byte {exc.start})", "invalid UTF-8") from None
     try:
-        obj = json.loads(line)
+        obj = read_json(line)
     except json.JSONDecodeError as exc:
         raise _BadLine(
             f"not valid JSON ({exc.msg} at column {exc.colno})", "invalid JSON"
         ) from None
+    except UnreadableJSON as exc:
+        raise _BadLine(str(exc), "invalid JSON") from None
     if not isinstance(obj, dict):
         raise _BadLine(f"expected a JSON object, got {type(obj).__name__}", "not an object")
     passage = {"id": _passage_id(obj), **_title_and_text(obj)}

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from noterag.base.errors import CorpusError
+from noterag.base.files import UnreadableJSON, read_json
 
 from .corpus_files import open_corpus
 
@@ -207,9 +208,11 @@ def _wiki_lines(name: str, compressed: bytes, corpus: Path) -> Iterator[Record]:
 
 def _wiki_passage(raw: bytes) -> dict[str, str] | BadRecord:
     try:
-        obj = json.loads(raw)
+        obj = read_json(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return BadRecord(f"not valid JSON ({exc})", "invalid JSON")
+    except UnreadableJSON as exc:
+        return BadRecord(str(exc), "invalid JSON")
     if not isinstance(obj, dict):
         return BadRecord(f"expected a JSON object, got {type(obj).__name__}", "not an object")
     sentences = obj.get("text")

@@ -141,8 +141,11 @@ def test_the_review_card_shows_the_hitl_request_and_resumes_with_a_decision(
     # the decisions the request allows
     assert card["action"] == "review_note" and card["label"] == "note"
     notes = [p for stage, p in model.prompts[asked:] if stage in ("init_note", "accumulate")]
-    assert card["text"].strip() and card["context"].startswith("passages"), card
-    assert "verdicts" in card["context"] and "step 1: true" in card["context"], card
+    # the note the one text to edit; what it was written from as text (issue 42): the
+    # passages numbered with their titles, each step's queries and verdict
+    assert card["text"].strip(), card
+    assert card["context"].startswith("**Passages the note was written from**"), card
+    assert "\n1. **" in card["context"] and "- Step 1: searched" in card["context"], card
     assert card["description"].startswith("Review the note the answer will be written from")
     assert card["buttons"] == {"approve": True, "edit": True, "reject": True}
     assert not card["answerBefore"], card  # paused before the answer
@@ -194,3 +197,94 @@ def assert_rejected_then_approved(
     assert second["text"].strip() and second["text"] in searched, (second, searched)
     assert "Brackmere" in second["context"], second
     assert second["text"] in answers[0] and dom["memory"] == second["text"]
+
+
+# --- issue 42: Mark as Resolved, a refusal's message, a reload mid-run ----------------------------
+
+
+def test_mark_as_resolved_ends_the_paused_thread_in_the_page(
+    review_server: tuple[str, Any], page_url: str, tmp_path: Path
+) -> None:
+    """Agent Chat UI's Mark as Resolved (``command: {goto: "__end__"}``) on the review card:
+    before, the server refused it (a state write) and the page could not read why."""
+    server, model = review_server
+    query = urlencode(
+        {"server": server, "method": "deepnote", "max_steps": 1, "human_review": "note"}
+    )
+    asked = len(model.prompts)
+    [dom] = run_node(
+        "chat_client_page.mjs", f"{page_url}?{query}", QUESTION, str(tmp_path / "p"), "resolve"
+    )
+    assert dom["status"] == "resolved", dom["statusText"]
+    assert not dom["problems"], dom["problems"]
+    assert not dom["answer"].strip()
+    assert [stage for stage, _ in model.prompts[asked:]].count("answer") == 0
+
+
+def test_a_refusal_shows_the_servers_reason_in_the_page(
+    review_server: tuple[str, Any], page_url: str, tmp_path: Path
+) -> None:
+    """The page is on another origin than the server: a refusal's reason is readable only with
+    the CORS headers the guard now adds (before: "Failed to fetch")."""
+    server, _ = review_server
+    query = urlencode({"server": server, "method": "deepnote", "max_steps": 1})
+    [dom] = run_node(
+        "chat_client_page.mjs", f"{page_url}?{query}", "q" * 9000, str(tmp_path / "p"), "refusal"
+    )
+    assert dom["status"] == "error", dom
+    assert "the question is 9,000 characters long" in dom["statusText"], dom["statusText"]
+    assert "HTTP 422" in dom["statusText"] and "Failed to fetch" not in dom["statusText"]
+
+
+@pytest.fixture(scope="module")
+def holding_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+    """`langgraph dev` (anonymous, on 127.0.0.1) over a simulated endpoint that holds the first
+    review request until the test releases it."""
+    from test_threads import HoldingModel, start
+
+    from devserver import serve
+
+    model = HoldingModel(hold="review")
+    sim, sim_url = start(model)
+    env = {"NOTERAG_MODEL": f"openai:sim@{sim_url}", "NOTERAG_SKIP_MODEL_CHECK": "1"}
+    server = serve(tmp_path_factory, env)
+    try:
+        yield next(server), model
+    finally:
+        model.release.set()
+        server.close()
+        sim.shutdown()
+
+
+def test_a_reload_mid_run_shows_the_answer(
+    holding_server: tuple[str, Any], page_url: str, tmp_path: Path
+) -> None:
+    """The page asks for a resumable run (as Agent Chat UI does) and is reloaded while the run
+    waits on the model; the default local server lets the run go on, and the reloaded page
+    joins it and shows the answer. Before: the run was cancelled with the page."""
+    import json
+
+    from test_js_client import node_env
+
+    server, model = holding_server
+    query = urlencode({"server": server, "method": "deepnote", "max_steps": 1})
+    driver = subprocess.Popen(
+        ["node", str(JS / "chat_client_page.mjs"), f"{page_url}?{query}", QUESTION,
+         str(tmp_path / "p"), "reload"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=node_env(),
+    )  # fmt: skip
+    try:
+        assert driver.stdout is not None
+        first = driver.stdout.readline()
+        assert json.loads(first) == {"reloaded": True}, first + driver.stderr.read()
+        assert model.held.wait(600)  # the run went on to the review's call
+        model.release.set()
+        out, err = driver.communicate(timeout=900)
+    finally:
+        model.release.set()
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 0, err[-4000:]
+    dom = json.loads(out.strip().splitlines()[-1])
+    assert dom["status"] == "done", dom["statusText"]
+    assert dom["answer"].strip() and not dom["problems"], dom

@@ -143,7 +143,10 @@ def test_the_cli_form_stores_one_user_message_per_turn() -> None:
 
 
 def test_after_a_run_that_stopped_before_its_answer_the_next_question_is_asked() -> None:
-    """The stopped run's user message is the thread's last; the next ``question`` is its own."""
+    """The stopped run's user message is the thread's last; the next ``question`` is its own,
+    and not a follow-up of the stopped one (issue 42, defect 13: the history holds finished
+    turns only; before, the stopped question was read as the conversation and the next
+    question rewritten against it)."""
     failing = [True]
 
     def answer(prompt: str) -> str:
@@ -158,12 +161,37 @@ def test_after_a_run_that_stopped_before_its_answer_the_next_question_is_asked()
     stopped = graph.get_state(thread("s")).values["messages"]
     assert turns(stopped) == [(HumanMessage, "Who designed the Velmora Bridge?")]
     out = graph.invoke({"question": QUESTION}, thread("s"))
-    assert out["asked"] == QUESTION and out["question"] == REWRITTEN  # not the stopped question
+    assert out["question"] == QUESTION and "condense_question" not in model.stages
     assert turns(out["messages"]) == [
         (HumanMessage, "Who designed the Velmora Bridge?"),
         (HumanMessage, QUESTION),
         (AIMessage, "1871"),
     ]
+
+
+def test_a_follow_up_after_a_stopped_turn_reads_the_finished_turns_only() -> None:
+    """A finished turn, a turn killed before its answer, then a follow-up: the rewrite reads the
+    finished turn, never the stopped question."""
+    stopped = "Which company manufactured the Corvalle typewriter?"
+    answers = iter(["Aurelio Fenwick", RuntimeError("killed"), "1871"])
+
+    def answer(prompt: str) -> str:
+        reply = next(answers)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    model = ScriptedModel(script=velmora_script(answer=answer, condense_question=REWRITTEN))
+    graph = graph_of(model, checkpointer=InMemorySaver())
+    graph.invoke({"question": "Who designed the Velmora Bridge?"}, thread("k"))
+    with pytest.raises(RuntimeError):
+        graph.invoke({"question": stopped}, thread("k"))
+    out = graph.invoke({"question": FOLLOW_UP}, thread("k"))
+    assert out["question"] == REWRITTEN
+    prompt = model.prompts_for("condense_question")[
+        -1
+    ]  # the follow-up's (the stopped turn had one)
+    assert "Who designed the Velmora Bridge?" in prompt and stopped not in prompt
 
 
 def test_a_stateless_question_with_earlier_turns_is_rewritten() -> None:

@@ -291,6 +291,14 @@ def test_fuzzed_corpora_yield_passages_or_name_the_bad_line(
         with pytest.raises(CorpusError, match=r"^fuzz\.jsonl is \w+-compressed: "):
             list(iter_corpus(path, skip_bad_lines=True))
         return
+    # It starts as gzip does (hypothesis found b"\x1f\x8b\x08"): read as gzip, which it is not
+    # whole: one error naming the file (a gzip corpus is read as it is).
+    if head.startswith(b"\x1f\x8b"):
+        try:
+            list(iter_corpus(path, skip_bad_lines=True))
+        except CorpusError as error:
+            assert str(error).startswith("fuzz.jsonl") and "gzip" in str(error), error
+        return
     nonblank = [i for i, line in enumerate(lines, 1) if line.strip()]
     stats = CorpusStats()
     passages = list(iter_corpus(path, skip_bad_lines=True, stats=stats))

@@ -68,11 +68,16 @@ def test_the_note_review_is_a_hitl_request_agent_chat_ui_renders() -> None:
     assert action["name"] == "review_note"
     assert "approve it, edit it, or reject it with what to look for" in action["description"]
     state = graph.get_state(thread("n")).values
-    assert action["args"]["note"] == state["best_note"]
-    assert [p["id"] for p in action["args"]["passages"]] == [p["id"] for p in state["passages"]]
-    assert [v["verdict"] for v in action["args"]["verdicts"]] == [
-        e["verdict"] for e in state["trace"]
-    ]
+    # the note is the request's one argument: Agent Chat UI's one text box to edit (issue 42)
+    assert action["args"] == {"note": state["best_note"]}
+    # what it was written from, as text the card renders (the description's Markdown): the
+    # passages numbered with their titles, each step's queries and verdict, never raw JSON
+    description = action["description"]
+    for i, p in enumerate(state["passages"], 1):
+        assert f"{i}. **{p['title']}**: {p['text']}" in description
+    assert "- Step 0: searched" in description and "the first note" in description
+    assert "- Step 1: searched" in description and "the note was improved and kept" in description
+    assert "{" not in description and "Reject: your words are searched for" in description
     assert value["review_configs"] == [
         {"action_name": "review_note", "allowed_decisions": ["approve", "edit", "reject"]}
     ]
@@ -186,10 +191,8 @@ def test_the_answer_review_edits_the_answer_and_the_chat_message() -> None:
     context = {"human_review": "answer"}
     graph.invoke({"messages": [HumanMessage(QUESTION)]}, thread("ans"), context=context)
     [action] = pending(graph, "ans").value["action_requests"]
-    assert (action["name"], action["args"]) == (
-        "review_answer",
-        {"question": QUESTION, "answer": "1871"},
-    )
+    assert (action["name"], action["args"]) == ("review_answer", {"answer": "1871"})
+    assert action["description"].endswith(f"**The question**: {QUESTION}")
     edit = {
         "type": "edit",
         "edited_action": {"name": "review_answer", "args": {"answer": "in 1871"}},
@@ -284,7 +287,8 @@ def test_a_malformed_decision_pauses_again_saying_why_and_is_not_kept(
     [action] = pending(graph, "bad").value["action_requests"]
     assert action["description"].startswith(NOT_UNDERSTOOD), action["description"]
     assert says in action["description"]
-    assert len(action["description"]) < 800  # what was sent is shown cut, never whole
+    # what was sent is shown cut, never whole (the passages and steps follow the first paragraph)
+    assert len(action["description"].split("\n\n", 1)[0]) < 800
     assert Counter(model.stages) == before  # no call, no retrieval, nothing lost
     out = graph.invoke(
         Command(resume={"decisions": [{"type": "approve"}]}), thread("bad"), context=NOTE

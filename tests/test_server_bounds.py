@@ -454,16 +454,16 @@ def test_a_resumable_stream_survives_its_client_leaving(opened: tuple[str, Any])
 
 @pytest.mark.server
 def test_the_doors_the_guard_does_not_read_are_closed(closed: tuple[str, Any]) -> None:
-    """MCP, A2A and the v2 event-streaming protocol start runs by routes whose inputs and
-    commands the guard does not read (JSON-RPC, WebSocket frames): off in langgraph.json."""
+    """A2A and the v2 event-streaming protocol start runs by routes whose inputs and commands
+    the guard does not read (JSON-RPC, WebSocket frames): off in langgraph.json. (``/mcp`` is
+    the guard's own, each tool call checked as its run: tests/test_server_mcp.py.)"""
     url, model = closed
     thread = httpx.post(f"{url}/threads", json={}, timeout=30).json()["thread_id"]
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     command = {"id": 1, "method": "run.start",
                "params": {"assistant_id": "deepnote", "input": {"question": QUESTION}}}  # fmt: skip
     before = Counter(model.stages)
-    for path, body in (("/mcp", call), ("/a2a/deepnote", call),
-                       (f"/threads/{thread}/commands", command)):  # fmt: skip
+    for path, body in (("/a2a/deepnote", call), (f"/threads/{thread}/commands", command)):
         answer = httpx.post(f"{url}{path}", json=body, timeout=30)
         assert answer.status_code in (404, 405), (path, answer.status_code, answer.text[:200])
     assert Counter(model.stages) == before

@@ -735,12 +735,12 @@ def test_an_assistant_chooses_among_the_operators_models(policed: str, endpoint:
     # a model outside the operator's list: refused when the assistant is made
     with pytest.raises(Exception, match="is not offered here"):
         client.assistants.create("vanilla", context={"model": "openai:gpt-5"})
-    # settings the guard cannot judge (an assistant by id) are checked by the graph factory
+    # an assistant named by its id: the guard looks up its graph and checks the settings
+    # before the run is stored (issue 42, defect 7; before, the run failed inside the graph)
     ok = client.assistants.create("deepnote", context={"max_steps": 1})
-    parts = list(client.runs.stream(None, ok["assistant_id"], input={"question": QUESTION},
-                                    context={"bogus": 1}))  # fmt: skip
-    errors = [p.data for p in parts if p.event == "error"]
-    assert errors and "unknown context field(s) bogus" in json.dumps(errors)
+    with pytest.raises(Exception, match=r"unknown context field\(s\) bogus"):
+        list(client.runs.stream(None, ok["assistant_id"], input={"question": QUESTION},
+                                context={"bogus": 1}))  # fmt: skip
 
 
 def _rss(pid: int) -> int:

@@ -181,13 +181,16 @@ function review(request) {
   const original = String(action.args[field] ?? "");
   $("review-title").textContent = action.name === "review_note" ? "Review the note" : "Review the answer";
   $("review").dataset.action = action.name;
-  $("review-description").textContent = action.description ?? "";
+  // The description: what the decisions do, then (Markdown) what the note was written from
+  const [says, ...more] = (action.description ?? "").split("\n\n");
+  $("review-description").textContent = says;
   $("review-label").textContent = field;
   const text = $("review-text");
   text.value = original;
   text.readOnly = !allowed.includes("edit");
   const args = $("review-args");
   args.replaceChildren();
+  if (more.length) args.append(el("pre", "", more.join("\n\n")));
   for (const [name, value] of Object.entries(action.args)) {
     if (name === field) continue;
     args.append(el("div", "label", name));
@@ -212,6 +215,7 @@ function review(request) {
       resolve(decision);
     };
     $("review-approve").onclick = () => done({ type: "approve" });
+    $("review-resolve").onclick = () => done({ type: "resolve" });
     // Like Agent Chat UI: every arg back, the edited one changed.
     $("review-edit").onclick = () =>
       done({ type: "edit", edited_action: { name: action.name, args: { ...action.args, [field]: text.value } } });
@@ -219,13 +223,30 @@ function review(request) {
   });
 }
 
-// One streamed run (a new question, or a review's decision), its events into the page.
-async function streamRun(client, threadId, method, payload) {
+// The run under way, kept for the page's next load: a reload mid-run joins it (below).
+const RUNNING = "noterag-chat-run";
+
+// One streamed run (a new question, or a review's decision), its events into the page. Asked
+// for as Agent Chat UI asks (stream_resumable, on_disconnect "continue"): a reload of the page
+// leaves the run going, and the reloaded page joins it.
+async function streamRun(client, threadId, method, payload, server) {
   const stream = client.runs.stream(threadId, method, {
     ...payload,
     streamMode: ["custom", "messages-tuple"],
+    streamResumable: true,
+    onDisconnect: "continue",
   });
+  await showStream(stream, (runId) =>
+    sessionStorage.setItem(
+      RUNNING,
+      JSON.stringify({ server, method, threadId, runId, context: payload.context ?? {} }),
+    ),
+  );
+}
+
+async function showStream(stream, started) {
   for await (const { event, data } of stream) {
+    if (event === "metadata" && data?.run_id && started) started(data.run_id);
     if (event === "custom" && data.type === "answer") {
       $("answer").textContent = data.answer;  // the streamed tokens, as the answer node stripped them
       $("answer").dataset.final = "1";
@@ -262,37 +283,83 @@ async function run(event) {
     // apiKey null: a local server needs none.
     const client = new Client({ apiUrl: server.replace(/\/$/, ""), apiKey: null });
     const ctx = await context(client, method);
-    // A review pauses the run on a thread (the server keeps it); without one, no thread.
-    const threadId = ctx.human_review ? (await client.threads.create()).thread_id : null;
+    // A thread: a review pauses the run there, and a reload joins the run on it.
+    const threadId = (await client.threads.create()).thread_id;
     // Chat-shaped input, as Agent Chat UI sends it: the graph takes the last human message as
     // the question.
     await streamRun(client, threadId, method, {
       input: { messages: [{ role: "user", content: question }] },
       context: ctx,
-    });
-    while (threadId) {
-      const { request, values } = await pendingReview(client, threadId);
-      if (!request) {
-        // the answer as the thread keeps it (an edited answer never streams)
-        if (typeof values?.answer === "string") $("answer").textContent = values.answer;
-        if (typeof values?.best_note === "string") setMemory(values.best_note, "the note the answer read");
-        break;
-      }
-      setStatus("review", "waiting for your review");
-      const decision = await review(request);
-      addEvent({ type: "decision", decision });
-      if (decision.type === "edit" && decision.edited_action.name === "review_note") {
-        setMemory(decision.edited_action.args.note, "edited by you");
-      }
-      setStatus("running", `resuming ${method}…`);
-      await streamRun(client, threadId, method, { command: { resume: { decisions: [decision] } }, context: ctx });
-    }
-    setStatus("done", "done");
+    }, server);
+    await reviews(client, threadId, method, ctx, server);
   } catch (error) {
-    setStatus("error", `error: ${error.message}`);
+    setStatus("error", `error: ${reason(error)}`);
   } finally {
+    sessionStorage.removeItem(RUNNING);
+    form.elements.go.disabled = false;
+  }
+}
+
+// A refusal's reason: the server's "detail" (the SDK's error reads "HTTP 422: {json}").
+function reason(error) {
+  const match = /^HTTP (\d+): (.*)$/s.exec(error?.message ?? "");
+  if (!match) return error?.message ?? String(error);
+  try {
+    return `${JSON.parse(match[2]).detail ?? match[2]} (HTTP ${match[1]})`;
+  } catch {
+    return error.message;
+  }
+}
+
+// The reviews of a paused thread, each resumed with the reviewer's decision, until the answer.
+async function reviews(client, threadId, method, ctx, server) {
+  while (threadId) {
+    const { request, values } = await pendingReview(client, threadId);
+    if (!request) {
+      // the answer as the thread keeps it (an edited answer never streams)
+      if (typeof values?.answer === "string") $("answer").textContent = values.answer;
+      if (typeof values?.best_note === "string") setMemory(values.best_note, "the note the answer read");
+      break;
+    }
+    setStatus("review", "waiting for your review");
+    const decision = await review(request);
+    addEvent({ type: "decision", decision });
+    if (decision.type === "resolve") {
+      // Agent Chat UI's Mark as Resolved: the paused thread ends, no answer is written
+      await streamRun(client, threadId, method, { command: { goto: "__end__" } }, server);
+      setStatus("resolved", "resolved: the thread ended without an answer");
+      return;
+    }
+    if (decision.type === "edit" && decision.edited_action.name === "review_note") {
+      setMemory(decision.edited_action.args.note, "edited by you");
+    }
+    setStatus("running", `resuming ${method}…`);
+    await streamRun(client, threadId, method, { command: { resume: { decisions: [decision] } }, context: ctx }, server);
+  }
+  setStatus("done", "done");
+}
+
+// A reload mid-run: the run went on (it was asked for as resumable); join its stream from the
+// start, then show the thread's answer (or its review).
+async function rejoin() {
+  const kept = JSON.parse(sessionStorage.getItem(RUNNING) ?? "null");
+  if (!kept) return;
+  form.elements.go.disabled = true;
+  setStatus("running", `joining the ${kept.method} run under way…`);
+  try {
+    const client = new Client({ apiUrl: kept.server.replace(/\/$/, ""), apiKey: null });
+    await showStream(client.runs.joinStream(kept.threadId, kept.runId, { lastEventId: "-1" }));
+    const { request, values } = await pendingReview(client, kept.threadId);
+    if (typeof values?.answer === "string") $("answer").textContent = values.answer;
+    if (request) await reviews(client, kept.threadId, kept.method, kept.context, kept.server);
+    else setStatus("done", "done");
+  } catch (error) {
+    setStatus("error", `error: ${reason(error)}`);
+  } finally {
+    sessionStorage.removeItem(RUNNING);
     form.elements.go.disabled = false;
   }
 }
 
 form.addEventListener("submit", run);
+rejoin();

@@ -28,3 +28,9 @@ class ConfigError(NoteragError, ValueError):
     """A configuration value (method, spec, context field, question) is not valid. Also a
     ValueError: the LangGraph server passes a ValueError's message on to the client and hides
     other exceptions' messages."""
+
+
+class CallBudgetError(NoteragError, ValueError):
+    """A run reached its call budget (``noterag.core.budget``): the most model calls its
+    settings allow one turn. A ValueError too, so that the LangGraph server passes the reason
+    on to the client as the run's error."""

@@ -152,6 +152,27 @@ def atomic_write_json(path: str | os.PathLike[str], value: Any) -> None:
     atomic_write_text(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n")
 
 
+class UnreadableJSON(ValueError):
+    """Valid JSON text that Python's parser cannot read: nested past the recursion limit, or
+    an integer of more digits than Python converts (``sys.get_int_max_str_digits``)."""
+
+
+def read_json(text: str | bytes) -> Any:
+    """``json.loads(text)``; a ``json.JSONDecodeError`` as it is (its callers word its position),
+    any other failure an ``UnreadableJSON`` with a one-line reason: the parser's RecursionError
+    and the digit limit's ValueError otherwise escape a reader's bad-line handling."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise UnreadableJSON("JSON nested too deeply to read") from None
+    except ValueError as exc:
+        if "digits" in str(exc):
+            raise UnreadableJSON("a number of more digits than can be read") from None
+        raise UnreadableJSON(str(exc).split("\n", 1)[0]) from None
+
+
 def check_output_file(
     path: str | os.PathLike[str],
     *,
@@ -163,8 +184,8 @@ def check_output_file(
 ) -> Path:
     """Check, before the work that produces it, that ``path`` can take an output file: not a
     directory, in a directory that exists (or is created, ``make_parent``) and where a file
-    can be created, and, if it exists, empty or ``ours(path)`` (a file noterag wrote) unless
-    ``force``. ``option`` names the command-line option in messages, ``what`` the kind of
+    can be created, and, if it exists, a regular file (or a link, which the write replaces) that is
+    empty or ``ours(path)`` (a file noterag wrote) unless ``force``. ``option`` names the command-line option in messages, ``what`` the kind of
     file ("a page", "a plot"). Raises ConfigError with one line saying what is wrong."""
     path = Path(path)
     if path.is_dir():
@@ -179,6 +200,17 @@ def check_output_file(
         raise ConfigError(f"{option} {path}: directory {parent} does not exist")
     if not parent.is_dir():
         raise ConfigError(f"{option} {path}: {parent} is not a directory")
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        found = None
+    if found is not None and not (stat.S_ISREG(found.st_mode) or stat.S_ISLNK(found.st_mode)):
+        # a device node, a FIFO, a socket: its size says nothing (0), and replacing it with a
+        # regular file (as root: /dev/null) is never what an output option means, --force or not
+        raise ConfigError(
+            f"{option} {path} is not a regular file (a device, a FIFO or a socket); give the "
+            "name of a file to write"
+        )
     if path.exists() and not force and path.stat().st_size > 0 and not ours(path):
         raise ConfigError(
             f"{option} {path} exists and is not {what} noterag wrote; refusing to overwrite it "

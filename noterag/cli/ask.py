@@ -391,6 +391,7 @@ def summary(
     ]
     fallbacks = dict(final.get("fallbacks") or {})
     cut = fallbacks.pop("passage_truncated", 0)  # not a reply: passages over max_passage_chars
+    long = fallbacks.pop("reply_truncated", 0)  # read, but over the run's bound (core.budget)
     unreadable = sum(fallbacks.values())
     if (
         unreadable
@@ -399,6 +400,8 @@ def summary(
     if cut:
         limit = f" to {passage_cap:,} characters" if passage_cap else ""
         parts.insert(-1, f"{cut} {plural(cut, 'passage')} cut{limit}")
+    if long:
+        parts.insert(-1, f"{long} {'reply' if long == 1 else 'replies'} cut at max_tokens")
     if retries:
         parts.insert(-1, f"{retries} {plural(retries, 'request')} retried")
     console.print(Text(printable(" · ".join(parts)), style="dim"))

@@ -13,7 +13,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from noterag.base.errors import NoteragError
+from noterag.base.errors import ConfigError, NoteragError
+from noterag.base.redact import redact
 from noterag.base.terminal import printable, terminal_safe_json
 from noterag.cli.errors import user_errors
 from noterag.cli.local import guard_of
@@ -154,6 +155,15 @@ def reproduce_command(
     timeout: TimeoutOption = None,
     max_retries: MaxRetriesOption = None,
     retry_errors: RetryErrorsOption = False,
+    allow_remote_index: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote-index",
+            help="Search an index on another host that the table file names (an es:http://... "
+            "retriever spec; --dry-run lists them). A table file is text from anywhere: "
+            "without this flag such a run is refused.",
+        ),
+    ] = False,
     quiet: QuietOption = False,
 ) -> None:
     """Reproduce a paper's table: run each of its rows' methods with your model on each of its
@@ -188,6 +198,12 @@ def reproduce_command(
             else:
                 report.print_plan(plan, Console(highlight=False))
             return
+        if plan.remote_indexes and not allow_remote_index:
+            raise ConfigError(
+                f"{spec.id} searches an index on another host ("
+                f"{', '.join(redact(i) for i in plan.remote_indexes)}): pass "
+                "--allow-remote-index to search it (--dry-run shows the plan)"
+            )
         _need_eval_extra()
         from noterag.reproduce.run import execute
 

@@ -51,7 +51,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 from noterag.base.errors import ConfigError
 from noterag.base.redact import redact
@@ -144,6 +144,9 @@ class ServerPolicy:
     cancel_on_disconnect: bool = True
     cors_origins: tuple[str, ...] = ()
     allow_resumable: bool = False
+    # unless the operator set NOTERAG_ALLOW_RESUMABLE: a client connected over loopback (the
+    # default `langgraph dev`, 127.0.0.1) has its resumable stream honoured even without a key
+    resumable_on_loopback: bool = True
     allow_state_writes: bool = False
     allow_crons: bool = False
 
@@ -173,6 +176,7 @@ class ServerPolicy:
             # a client that authenticated is the operator's: its explicit request for a run
             # that outlives its connection is honoured; an anonymous one's is not, by default
             allow_resumable=_flag(env, "NOTERAG_ALLOW_RESUMABLE", api_key is not None),
+            resumable_on_loopback=_flag(env, "NOTERAG_ALLOW_RESUMABLE", True),
             allow_state_writes=_flag(env, "NOTERAG_ALLOW_STATE_WRITES", False),
             allow_crons=_flag(env, "NOTERAG_ALLOW_CRONS", False),
         )
@@ -255,19 +259,51 @@ def check_run_settings(
 
 
 def check_input(value: Any) -> None:
-    """Refuse a run input whose question (or a message's text) is longer than a run accepts,
-    before the server stores it."""
-    if not isinstance(value, Mapping):
+    """Refuse, before the server stores the run, an input the graph's question step would
+    refuse: a ``question`` that is no string or is longer than a run accepts, ``messages``
+    LangChain cannot read as chat messages (read as LangGraph's ``add_messages`` reads them: a
+    string is one user message, ``[role, text]`` a message) or one whose text (its text parts
+    joined) is too long, a ``task`` that is none of the tasks."""
+    if value is None:
         return
-    texts: list[Any] = [value.get("question")]
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"a run's input must be an object (question, messages, task), not {type(value).__name__}"
+        )
+    question = value.get("question")
+    if question is not None:
+        if not isinstance(question, str):
+            raise ConfigError(f"the question must be a string, not {type(question).__name__}")
+        check_question_size(question)
     messages = value.get("messages")
-    if isinstance(messages, list):
-        for message in messages:
-            content = message.get("content") if isinstance(message, Mapping) else message
-            if isinstance(content, list):
-                texts.extend(p.get("text") for p in content if isinstance(p, Mapping))
-            else:
-                texts.append(content)
-    for text in texts:
-        if isinstance(text, str):
-            check_question_size(text)
+    if messages is not None:
+        from langchain_core.messages import convert_to_messages
+
+        try:
+            read = convert_to_messages(messages if isinstance(messages, list) else [messages])
+        except (ValueError, TypeError, NotImplementedError, KeyError):
+            raise ConfigError(
+                "messages must be chat messages: {role, content} objects, [role, text] pairs "
+                "or strings"
+            ) from None
+        for message in read:
+            check_question_size(_text(message.content))
+    task = value.get("task")
+    if task is not None and task not in TASKS:
+        shown = repr(task) if isinstance(task, str) and len(task) <= 40 else type(task).__name__
+        raise ConfigError(f"task must be one of {', '.join(TASKS)}, not {shown}")
+
+
+# the tasks a run's input may name (RunContext.task's choices)
+TASKS: tuple[str, ...] = get_args(get_type_hints(RunContext)["task"])
+
+
+def _text(content: Any) -> str:
+    """A message's text as the question step reads it: a string, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        part if isinstance(part, str) else str(part.get("text", ""))
+        for part in content
+        if isinstance(part, str) or (isinstance(part, Mapping) and part.get("type") == "text")
+    )

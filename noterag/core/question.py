@@ -181,7 +181,9 @@ def earlier_turns(state: Mapping[str, Any]) -> list[BaseMessage]:
     message when the question is that message; every chat message when the question is given
     as ``question`` (a turn of ``{"question": ...}`` on a thread; its user message is not
     stored yet). A run given both ``question`` and messages that end with a user message, on a
-    fresh thread, answers the question as written. Empty on a first turn."""
+    fresh thread, answers the question as written. Empty on a first turn. Finished turns only
+    (``finished_turns``): a question whose run stopped before its answer (killed, failed) is
+    not part of the conversation a follow-up is read against."""
     messages: list[BaseMessage] = state.get("messages") or []
     if not messages:
         return []
@@ -191,7 +193,24 @@ def earlier_turns(state: Mapping[str, Any]) -> list[BaseMessage]:
         messages = messages[:-1]
     elif state.get("question") is None:
         return []
-    return [m for m in messages if isinstance(m, HumanMessage | AIMessage)]
+    return finished_turns(messages)
+
+
+def finished_turns(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """The user's and the assistant's messages of the turns that were answered: a user message
+    with no answer after it (before the next user message) was a turn whose run stopped (a
+    SIGKILL, an error, a review never resumed), and is left out."""
+    kept: list[BaseMessage] = []
+    answered = False
+    for message in reversed(messages):  # newest first: an answer covers the questions before it
+        if isinstance(message, AIMessage):
+            kept.append(message)
+            answered = True
+        elif isinstance(message, HumanMessage):
+            if answered:
+                kept.append(message)
+            answered = False
+    return kept[::-1]
 
 
 def recent(messages: list[BaseMessage]) -> list[BaseMessage]:

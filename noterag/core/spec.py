@@ -25,6 +25,7 @@ from langchain_core.runnables import Runnable
 from langgraph.graph import StateGraph
 
 from noterag.base.errors import ConfigError
+from noterag.core.budget import generic_calls
 from noterag.core.context import RunContext
 from noterag.core.profiles import PAPER, Profile, get_profile, original_profile
 from noterag.core.progress import Declared
@@ -134,6 +135,9 @@ class Deps:
     # the ids of the configurable fields of its models and retriever (``Runnable.config_specs``):
     # the keys of ``config["configurable"]`` that are theirs, not a misspelt setting
     config_keys: frozenset[str] = frozenset()
+    # the most model calls one turn makes at the run's settings (MethodSpec.calls; None: not
+    # counted), which noterag.core.budget.guarded holds every step to
+    calls: Callable[[Any], int] | None = None
     _quiet: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # the method's stop rules (MethodSpec.stops): a step deciding by another is refused when
     # the graph is built (noterag.core.step.node); None: not checked (Deps built by hand)
@@ -254,6 +258,15 @@ class MethodSpec:
     # generic tests run the method with (SearchScript). Empty: the default reply already does,
     # or the method searches only before its first call
     search_script: SearchScript = field(default_factory=SearchScript)
+    # the most model calls one turn of the method makes at the settings ``ctx`` (its algorithm
+    # at those settings; a human reviewer's rejects and a follow-up's rewrite are added by
+    # noterag.core.budget): the run's call budget, which no input can raise. None:
+    # noterag.core.budget.generic_calls over its roles
+    calls: Callable[[Any], int] | None = None
+    # state list -> the setting whose upper bound is the most items a run writes there (SuRe's
+    # candidates: n_candidates): a server refuses a longer list written by a client
+    # (noterag.server.bounds.check_state_values)
+    lists: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def profiles(self) -> tuple[str, ...]:
@@ -326,6 +339,7 @@ class MethodSpec:
             roles=(*self.roles, CONDENSE_ROLE) if self.roles else (),
             config_keys=config_keys,
             stops=self.stops,
+            calls=self.calls or generic_calls(len(self.roles)),
         )
 
 

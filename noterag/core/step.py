@@ -27,6 +27,7 @@ from langchain_core.runnables.config import get_executor_for_config
 from langgraph.runtime import get_runtime
 from langgraph.types import Command, Overwrite
 
+from noterag.core.budget import guarded
 from noterag.core.context import (
     RunContext,
     check_configurable,
@@ -308,6 +309,9 @@ def node(step: Callable[[Any, Env], StepGen], deps: Deps, *, then: Then | None =
     (``graph.add_conditional_edges(name, decide.route, decide.routes)``). A step may also return
     a ``Command`` (a human review going back to a step): the node's cost is added to its update."""
 
+    # every step stops before a model call past the turn's call budget, its replies cut at
+    # the run's max_tokens (noterag.core.budget)
+    step = guarded(step, deps.method, deps.calls)
     # read once, when the graph is built: every run of the node uses them
     name, state_schema = step.__name__, deps.state_schema
     declared = declared_keys(state_schema)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from noterag.base.errors import NoteragError
+from noterag.base.files import UnreadableJSON, read_json
 
 # The tasks a dataset row may name, each scored by its metrics (noterag.eval.metrics; crud by
 # RAGQuestEval with a judge model, noterag.eval.questeval, when a table is reproduced).
@@ -148,13 +149,13 @@ def _line_object(raw: bytes, where: str) -> dict[str, Any]:
     try:
         # Without its newline, a cut-off line reads "Unterminated string", not "control
         # character".
-        obj = json.loads(raw.decode("utf-8").rstrip("\r\n"))
+        obj = read_json(raw.decode("utf-8").rstrip("\r\n"))
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{where}: not valid UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{where}: not valid JSON ({_json_message(exc)})") from None
-    except RecursionError:
-        raise DatasetError(f"{where}: {TOO_DEEP}") from None
+    except UnreadableJSON as exc:
+        raise DatasetError(f"{where}: {exc} (not a dataset record)") from None
     if not isinstance(obj, dict):
         raise DatasetError(f"{where}: expected a JSON object, got {json_type(obj)}")
     if b"\\u" in raw:  # only a JSON \u escape makes a lone surrogate, decoded UTF-8 never
@@ -169,13 +170,13 @@ def _array_records(name: str, data: bytes) -> Iterator[Record]:
         line_no = data[: exc.start].count(b"\n") + 1
         raise DatasetError(f"{name} line {line_no}: not valid UTF-8 (byte {exc.start})") from None
     try:
-        items = json.loads(text)
+        items = read_json(text)
     except json.JSONDecodeError as exc:
         raise DatasetError(
             f"{name} line {exc.lineno}: not valid JSON ({_json_message(exc)})"
         ) from None
-    except RecursionError:
-        raise DatasetError(f"{name}: {TOO_DEEP}") from None
+    except UnreadableJSON as exc:
+        raise DatasetError(f"{name}: {exc} (not a dataset)") from None
     if not isinstance(items, list):  # "[1] [2]" and the like fail above; kept for safety
         raise DatasetError(f"{name}: expected a JSON array of objects")
     escaped = b"\\u" in data

@@ -35,14 +35,35 @@ from typing import Any, Self
 from noterag.base.errors import NoteragError
 from noterag.base.files import fsync_dir, open_no_follow, refuse_link
 from noterag.base.redact import redact
-from noterag.eval.runs import RunDirError, scan_results
+from noterag.eval.runs import MAX_ROW_BYTES, RunDirError, scan_results
 
 # --------------------------------------------------------------------------- files
 
 
-def encode_row(row: dict[str, Any]) -> bytes:
-    # One line: json.dumps escapes newlines inside strings.
-    return (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
+def encode_row(row: dict[str, Any], limit: int = MAX_ROW_BYTES) -> bytes:
+    """``row`` as one line (json.dumps escapes newlines inside strings), within ``limit``
+    bytes, the most the reader (``noterag.eval.runs.scan_results``) takes: a row over it would
+    make its own run directory unreadable (resume, compare, the summary). A row over it keeps
+    its fields but the largest ones (the trace, a method's kept output, a long answer), each
+    cut or emptied until it fits, and names them in ``trimmed``."""
+    line = (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode()
+    if len(line) <= limit:
+        return line
+    row, trimmed = dict(row), []
+    sizes = {
+        key: len(json.dumps(value, ensure_ascii=False, default=str)) for key, value in row.items()
+    }
+    for key in sorted(sizes, key=sizes.__getitem__, reverse=True):
+        value = row[key]
+        # a text keeps its start (an answer's metrics were computed on the whole of it)
+        row[key] = value[: limit // 16] + " [...]" if isinstance(value, str) else None
+        trimmed.append(key)
+        line = (
+            json.dumps(row | {"trimmed": trimmed}, ensure_ascii=False, default=str) + "\n"
+        ).encode()
+        if len(line) <= limit:
+            return line
+    raise NoteragError("a result row cannot be cut to the size the reader takes")  # never
 
 
 class LineWriter:

@@ -156,6 +156,16 @@ class Plan:
     judge: str | None = None
 
     @property
+    def remote_indexes(self) -> list[str]:
+        """The indexes the runs would search on another host (a table's ``es:http://...``
+        spec): a table file is text from anywhere, so these are shown in the plan and searched
+        only with ``--allow-remote-index``."""
+        found = {
+            part.strip() for run in self.runs for part in run.index.split(",") if "://" in part
+        }
+        return sorted(found)
+
+    @property
     def missing(self) -> list[Missing]:
         """Every run's missing inputs, each path once (a corpus two datasets share is listed
         once, its datasets joined)."""
@@ -203,6 +213,7 @@ class Plan:
             "data_needs": [asdict(m) for m in self.data_needs],
             "judge": self.judge,
             "judge_calls": self.judge_calls,
+            "remote_indexes": self.remote_indexes,
             "cells": [
                 asdict(c)
                 | {"row_label": _label(table, c.row), "column_label": table.columns[c.column].label}

@@ -396,6 +396,7 @@ def print_plan(plan: Plan, console: Any) -> None:
     rows with their reasons, and every missing input with what provides it."""
     from rich.text import Text
 
+    from noterag.base.redact import redact
     from noterag.base.terminal import printable
 
     def text(value: str, style: str | None = None) -> Text:
@@ -474,6 +475,9 @@ def print_plan(plan: Plan, console: Any) -> None:
         console.print(text(line, "yellow"), soft_wrap=True)
     for s in plan.skipped:
         console.print(text(f"skipped {s.label} ({s.row}): {s.reason}", "yellow"), soft_wrap=True)
+    for index in plan.remote_indexes:
+        line = f"remote index (searched only with --allow-remote-index): {redact(index)}"
+        console.print(text(line, "yellow"), soft_wrap=True)
     for m in plan.missing:
         line = f"missing ({m.dataset}) {m.what}: {m.path}; {m.provide}"
         console.print(text(line, "red"), soft_wrap=True)

@@ -19,6 +19,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
+from urllib.parse import parse_qsl
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -90,12 +91,28 @@ def _inside_data(path: str) -> str:
 
 
 def _spec_inside_data(spec: str | None) -> str | None:
-    """A retriever spec whose local paths all start with ``{data}/`` and have no ``..`` part
-    (a URL, e.g. an Elasticsearch one, is not a path and is left as it is)."""
+    """A retriever spec whose local paths all start with ``{data}/`` and have no ``..`` part,
+    its options' values (``?model=...``) included: an option is a name, or a path inside
+    ``{data}/`` (``dense:{data}/x?model=/etc/passwd`` is refused). A URL (an Elasticsearch
+    index) is not a path and is left as it is: the plan shows it, and a run needs
+    ``--allow-remote-index`` to search it (``noterag.reproduce.plan.Plan.remote_indexes``)."""
     if spec is None:
         return None
     for part in spec.split(","):
         target = part.split(":", 1)[1] if ":" in part else part
+        target, _, options = target.rpartition("?") if "?" in target else (target, "", "")
+        for value in (v for _, v in parse_qsl(options, keep_blank_values=True)):
+            if value.startswith("{data}/"):
+                _inside_data(value.removeprefix("{data}/"))
+            elif (
+                value.startswith(("/", "~", "\\"))
+                or re.match(r"^[A-Za-z]:", value)
+                or (".." in PurePosixPath(value.replace("\\", "/")).parts)
+            ):
+                raise ValueError(
+                    "a retriever spec's option is a name, or a path inside --data DIR "
+                    "({data}/...): not absolute, no '..' part"
+                )
         if "://" in target:
             continue
         if not target.startswith("{data}/"):

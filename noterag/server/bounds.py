@@ -108,31 +108,93 @@ def _state_keys() -> frozenset[str]:
     return frozenset(keys)
 
 
-def check_state_values(values: Any, where: str = "the state") -> None:
+def check_state_values(values: Any, where: str = "the state", method: str | None = None) -> None:
     """Values a client writes into a thread (``update_state``'s ``values``, a command's
     ``update``), where the operator allows it: only fields some method's state declares;
-    counters whole numbers >= 0; a question within the question's cap,
-    any other text within a passage's (``MAX_PASSAGE_CHARS``); lists within ``MOST_PASSAGES``
-    items. A ConfigError names the first value refused."""
+    counters (the loop's and the cost's) whole numbers >= 0; a question within the question's
+    cap, any other text within a passage's (``MAX_PASSAGE_CHARS``); a list a method sizes by a
+    setting (SuRe's ``candidates``: ``n_candidates``) within that setting's upper bound
+    (``list_bound``), any other within ``MOST_PASSAGES`` items. ``method``: the method the
+    write is for (None: not known, the largest bound of any method). A ConfigError names the
+    first value refused."""
     if values is None:
         return
     if isinstance(values, list) and all(
         isinstance(t, list | tuple) and len(t) == 2 and isinstance(t[0], str) for t in values
     ):
-        values = dict(values)  # a command's update as (key, value) pairs
-    if not isinstance(values, Mapping):
+        # a command's update as (key, value) pairs: LangGraph applies every pair, a key given
+        # twice included (a reducer field takes each), so each pair is checked
+        pairs = [(key, value) for key, value in values]
+    elif isinstance(values, Mapping):
+        pairs = list(values.items())
+    else:
         raise ConfigError(f"{where} must be an object of state fields")
-    unknown = sorted(str(k) for k in values if k not in _state_keys())
+    unknown = sorted({str(k) for k, _ in pairs if k not in _state_keys()})
     if unknown:
         raise ConfigError(f"{where}: no method's state has {', '.join(unknown)}")
-    for key, value in values.items():
-        if key in COUNTERS or key.startswith("unparsed_"):
+    for key, value in pairs:
+        if key in COUNTERS or key in COST_COUNTERS or key.startswith("unparsed_"):
             if type(value) is not int or value < 0:
                 raise ConfigError(f"{where}: {key} must be a whole number >= 0, not {value!r}")
         elif key in QUESTION_KEYS and isinstance(value, str):
             check_question_size(value)
         else:
+            items = _overwritten(value)
+            most = list_bound(key, method)
+            if isinstance(items, list) and len(items) > most:
+                raise ConfigError(
+                    f"{where}: {key} holds {len(items):,} items; at most {most:,} (the most "
+                    f"{method or 'any method'}'s settings write there)"
+                )
             _check_nested(value, f"{where}: {key}")
+
+
+# the cost fields every model call adds to (noterag.core.state.CostFields): the call budget
+# (noterag.core.budget) counts llm_calls, so a client sets none of them but as a whole number
+COST_COUNTERS = frozenset({"llm_calls", "prompt_tokens", "completion_tokens"})
+
+
+def _overwritten(value: Any) -> Any:
+    """A reducer field's written value: LangGraph reads ``{"__overwrite__": v}`` (and
+    ``{"type": "__overwrite__", "value": v}``) as ``v`` replacing the field."""
+    if isinstance(value, Mapping):
+        if len(value) == 1 and "__overwrite__" in value:
+            return value["__overwrite__"]
+        if value.get("type") == "__overwrite__" and "value" in value:
+            return value["value"]
+    return value
+
+
+def list_bound(key: str, method: str | None = None) -> int:
+    """The most items a client may write into the state list ``key`` of ``method``: the upper
+    bound of the setting its declaration sizes that list by (``MethodSpec.lists``), else
+    ``MOST_PASSAGES``; for an unknown method, the largest over the methods whose state has it."""
+    bounds = _list_bounds()
+    if method is not None and method in bounds:
+        return bounds[method].get(key, MOST_PASSAGES)
+    found = [b.get(key, MOST_PASSAGES) for m, b in bounds.items() if key in _method_keys(m)]
+    return max(found, default=MOST_PASSAGES)
+
+
+@functools.cache
+def _list_bounds() -> dict[str, dict[str, int]]:
+    from noterag.registry.methods import METHODS
+
+    bounds: dict[str, dict[str, int]] = {}
+    for name, spec in METHODS.items():
+        limits = {item.name: item.metadata.get("le") for item in fields(spec.context)}
+        bounds[name] = {
+            key: int(limits[setting] or MOST_PASSAGES) for key, setting in spec.lists.items()
+        }
+    return bounds
+
+
+@functools.cache
+def _method_keys(method: str) -> frozenset[str]:
+    from noterag.core.state import declared_keys
+    from noterag.registry.methods import METHODS
+
+    return declared_keys(METHODS[method].state) or frozenset()
 
 
 def _check_nested(value: Any, where: str) -> None:
@@ -153,14 +215,31 @@ def _check_nested(value: Any, where: str) -> None:
             todo.extend(item.values())
 
 
-def check_command(command: Any, allow_state_writes: bool) -> None:
+# LangGraph's END: a ``goto`` there ends a paused thread without running a step
+END = "__end__"
+
+
+def ends_only(command: Mapping[str, Any]) -> bool:
+    """Whether ``command`` only ends the thread (``{"goto": "__end__"}``, Agent Chat UI's
+    "Mark as Resolved"): no state written, no step run, no model called."""
+    goto = command.get("goto")
+    targets = goto if isinstance(goto, list) else [goto]
+    return (
+        command.get("update") in (None, [], {}) and bool(targets) and all(t == END for t in targets)
+    )
+
+
+def check_command(command: Any, allow_state_writes: bool, method: str | None = None) -> None:
     """A run's ``command``: ``resume`` passes (a paused run's answer, read by the step that
-    paused); ``update`` and ``goto`` write the thread's state and choose its next step, refused
-    unless the operator allows state writes, then checked."""
+    paused), and so does a ``goto`` to the end alone (``ends_only``); ``update`` and any other
+    ``goto`` write the thread's state and choose its next step, refused unless the operator
+    allows state writes, then checked (for ``method`` when known)."""
     if command is None:
         return
     if not isinstance(command, Mapping):
         raise ConfigError("command must be an object (resume, and update / goto where allowed)")
+    if ends_only(command):
+        return
     writes = sorted(k for k in ("update", "goto") if command.get(k) not in (None, [], {}))
     unknown = sorted(set(command) - {"resume", "update", "goto"})
     if unknown:
@@ -171,10 +250,10 @@ def check_command(command: Any, allow_state_writes: bool) -> None:
             "(command.resume) and does not write a thread's state on this server (the operator "
             "allows it with NOTERAG_ALLOW_STATE_WRITES=1)"
         )
-    check_state_values(command.get("update"), "command.update")
+    check_state_values(command.get("update"), "command.update", method)
     goto = command.get("goto")
     for target in goto if isinstance(goto, list) else [goto]:
         if isinstance(target, Mapping):  # a Send: its input is a state written by the client
-            check_state_values(target.get("input"), "command.goto input")
+            check_state_values(target.get("input"), "command.goto input", method)
         elif target is not None and not isinstance(target, str):
             raise ConfigError("command.goto must name a step (or a Send of one)")

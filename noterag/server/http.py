@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -44,10 +45,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from noterag.base.errors import ConfigError
 from noterag.core.policy import ServerPolicy, check_input, check_run_settings
-from noterag.server.bounds import check_command, check_recursion_limit, check_state_values
+from noterag.server.bounds import (
+    check_command,
+    check_recursion_limit,
+    check_state_values,
+    ends_only,
+)
 from noterag.server.key import given_key, key_matches
+from noterag.server.mcp import MCP_PATH, mcp_tools
+from noterag.server.mcp import serve as serve_mcp
 
-__all__ = ["OriginGuard", "RequestGuard", "app", "origin_allowed"]
+__all__ = ["BATCH_CAP", "OriginGuard", "RequestGuard", "app", "origin_allowed"]
+
+# every refusal of the guards is logged here (the server's log: `langgraph dev` prints it)
+log = logging.getLogger("noterag.server")
+
+# The most runs one POST /runs/batch may create: each is a run as any other, and a 1 MiB body
+# held about 17,000 of them. Far above what a client's batch of questions needs at once.
+BATCH_CAP = 100
 
 
 def server_cors_config() -> Mapping[str, Any] | None:
@@ -119,6 +134,12 @@ class OriginGuard:
                 await self._extra_app(scope, receive, send)
                 return
             if origin is not None and not origin_allowed(origin, self._settings()):
+                log.warning(
+                    "refused %s %s: 403 origin %s is not allowed",
+                    scope["method"],
+                    scope["path"],
+                    _printable(origin),
+                )
                 response = JSONResponse(
                     {
                         "detail": f"origin {origin} is not allowed: add it to "
@@ -146,16 +167,43 @@ _THREADS = re.compile(r"^/threads/?$")
 # langgraph-api's own pages, served outside its auth: the key is checked here
 _KEYED_PAGES = frozenset({"/metrics", "/docs", "/openapi.json"})
 # routes that start runs in a form this guard does not read (the v2 event-streaming protocol's
-# commands, over HTTP or a WebSocket; MCP's and A2A's JSON-RPC): closed. langgraph.json turns
-# MCP and A2A off as well; the v2 protocol has no switch there (langgraph-api drops
-# "disable_event_streaming" from the http block it parses; FF_V2_EVENT_STREAMING=false does)
-_UNREAD = re.compile(r"^(?:/threads/[^/]+/(?:commands|stream/events)|/mcp|/a2a(?:/.*)?)/?$")
+# commands, over HTTP or a WebSocket; A2A's JSON-RPC): closed. langgraph.json turns
+# langgraph-api's MCP and A2A off as well (/mcp is the guard's own: noterag.server.mcp); the
+# v2 protocol has no switch there (langgraph-api drops "disable_event_streaming" from the
+# http block it parses; FF_V2_EVENT_STREAMING=false does)
+_UNREAD = re.compile(r"^(?:/threads/[^/]+/(?:commands|stream/events)|/a2a(?:/.*)?)/?$")
 
 
 class _Refused(Exception):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
         self.status, self.detail = status, detail
+
+
+def _printable(text: str, limit: int = 200) -> str:
+    """A client's text as one log line: control characters escaped, cut at ``limit``."""
+    shown = text.encode("unicode_escape").decode("ascii")
+    return shown if len(shown) <= limit else shown[:limit] + "..."
+
+
+def _cors_settings(cors: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The keyword arguments of the CORSMiddleware langgraph-api runs with ``cors``
+    (langgraph_api.server: its default block when None)."""
+    if cors is not None:
+        return dict(cors)
+    return {
+        "allow_origins": ["*"],
+        "allow_credentials": False,
+        "allow_methods": ["*"],
+        "allow_headers": ["*"],
+        "expose_headers": ["x-pagination-total", "x-pagination-next", "content-location"],
+    }
+
+
+# routes open without the API key: the health checks every client calls first (docs/security.md)
+_OPEN = frozenset({"/ok", "/info"})
+_THREAD_RUN = re.compile(r"^/threads/([^/]+)/runs(?:/stream|/wait)?/?$")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-?(?:[0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$")
 
 
 class RequestGuard:
@@ -175,11 +223,47 @@ class RequestGuard:
       run's ``recursion_limit`` (set to the method's cap when absent).
     - Crons are refused (HTTP 403) unless the operator allows them, and checked like runs then.
     - With an API key set, ``/metrics``, ``/docs`` and ``/openapi.json`` need it as well.
+    - ``/mcp`` is answered by ``noterag.server.mcp``, each tool call checked as its run.
     """
 
-    def __init__(self, app: ASGIApp, policy: ServerPolicy | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        policy: ServerPolicy | None = None,
+        *,
+        cors: Mapping[str, Any] | None = None,
+        server_settings: bool = True,
+        tools: tuple[str, ...] | None = None,
+    ) -> None:
         self.app = app
         self.policy = policy or SERVER_POLICY
+        # the methods /mcp offers as tools (noterag.server.mcp; NOTERAG_MCP_TOOLS)
+        self.mcp_tools = MCP_TOOLS if tools is None else tools
+        # the CORS settings a refusal is answered with (langgraph-api's, read on the first
+        # refusal when server_settings; the tests pass theirs as ``cors``)
+        self._cors, self._pending = cors, server_settings and cors is None
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, refused: _Refused) -> None:
+        """Answer ``refused`` with the CORS headers langgraph-api gives its own replies (the
+        guard answers before its CORS layer: without them a browser reads no reason, and Agent
+        Chat UI says it cannot connect), and log it."""
+        log.warning(
+            "refused %s %s: %d %s",
+            scope["method"],
+            scope["path"],
+            refused.status,
+            _printable(refused.detail),
+        )
+        response: ASGIApp = JSONResponse({"detail": refused.detail}, status_code=refused.status)
+        origin = dict(scope["headers"]).get(b"origin")
+        if origin is not None and origin.decode("latin-1") not in self.policy.cors_origins:
+            # NOTERAG_CORS_ORIGINS' origins get theirs from OriginGuard, around this guard
+            from starlette.middleware.cors import CORSMiddleware
+
+            if self._pending:
+                self._cors, self._pending = server_cors_config(), False
+            response = CORSMiddleware(response, **_cors_settings(self._cors))
+        await response(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket" and _UNREAD.match(scope["path"]):
@@ -190,6 +274,16 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         try:
+            if (
+                self.policy.api_key
+                and scope["method"] != "OPTIONS"  # a preflight carries no key; CORS answers it
+                and scope["path"] not in _OPEN
+                and not key_matches(given_key(dict(scope["headers"])), self.policy.api_key)
+            ):
+                # before any check: an anonymous client learns nothing of the policy
+                raise _Refused(
+                    401, "this server needs its API key: send it as the x-api-key header"
+                )
             if _UNREAD.match(scope["path"]):
                 raise _Refused(
                     404,
@@ -204,15 +298,22 @@ class RequestGuard:
                 )
             # every method: a DELETE (or a GET) may carry a body as well
             sent = await self._body(scope, receive)
+            if scope["path"].rstrip("/") == MCP_PATH:
+                # MCP's JSON-RPC (noterag.server.mcp): a tool call is checked as its run
+                await serve_mcp(self, scope, receive, send, sent)
+                return
             body = sent
             if sent.strip():
+                looked_up = await self._look_up(scope, sent)
                 # in a worker thread: the checks read the whole payload, and the first one
                 # builds the methods' recursion caps
-                body = await asyncio.to_thread(self._checked, scope["method"], scope["path"], sent)
+                body = await asyncio.to_thread(
+                    self._checked, scope["method"], scope["path"], sent, looked_up
+                )
+                if looked_up.get("end"):
+                    await self._end(scope, looked_up["end"])
         except _Refused as refused:
-            await JSONResponse({"detail": refused.detail}, status_code=refused.status)(
-                scope, receive, send
-            )
+            await self._refuse(scope, receive, send, refused)
             return
         replayed = False
 
@@ -257,9 +358,103 @@ class RequestGuard:
             if not message.get("more_body"):
                 return b"".join(chunks)
 
-    def _checked(self, method: str, path: str, body: bytes) -> bytes:
+    async def _get(self, scope: Scope, path: str, post: Any = None) -> tuple[int, Any]:
+        """GET ``path`` from langgraph-api itself (its public HTTP API, with the request's own
+        credentials), or POST ``post`` there: (status, the JSON reply, None when it is none)."""
+        keep = (b"x-api-key", b"authorization", b"host")
+        body = b"" if post is None else json.dumps(post).encode()
+        headers = [(k, v) for k, v in scope["headers"] if k in keep]
+        if post is not None:
+            headers += [(b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode())]  # fmt: skip
+        sub = dict(scope) | {
+            "method": "GET" if post is None else "POST",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "headers": headers,
+        }
+        sent: list[Message] = []
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+
+        await self.app(sub, receive, send)
+        status = next((m["status"] for m in sent if m["type"] == "http.response.start"), 500)
+        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        try:
+            return status, json.loads(body)
+        except ValueError:
+            return status, None
+
+    async def _end(self, scope: Scope, thread: str) -> None:
+        """End ``thread`` for a run whose command only ends it (``goto: "__end__"``, Agent
+        Chat UI's Mark as Resolved): LangGraph reads a ``goto`` to END from the input as a
+        write to no channel, and the paused step would run again and pause again; a state
+        update of no values as END clears the thread's pending steps (LangGraph's
+        ``update_state(config, None, as_node=END)``), so the run then finds nothing to do."""
+        status, reply = await self._get(
+            scope, f"/threads/{thread}/state", post={"values": None, "as_node": "__end__"}
+        )
+        if status >= 400:
+            detail = reply.get("detail") if isinstance(reply, dict) else None
+            raise _Refused(status, f"the thread could not be ended: {detail or status}")
+
+    async def _look_up(self, scope: Scope, body: bytes) -> dict[str, Any]:
+        """What the checks of a run need from the server's store: the graph of each assistant
+        named by its id (``graphs``: the settings are checked against its method, not left to
+        fail inside the run), and for a ``command.resume`` on a thread whether that thread is
+        paused (``paused``)."""
+        from noterag.registry.methods import METHODS
+
+        method, path = scope["method"], scope["path"]
+        runs = method == "POST" and _RUNS.match(path) is not None
+        assistant = method == "PATCH" and _ASSISTANTS.match(path) is not None
+        if not (runs or assistant):
+            return {}
+        found: dict[str, Any] = {"graphs": {}, "loopback": _over_loopback(scope)}
+        try:
+            payload = json.loads(body)
+        except (ValueError, RecursionError):
+            return {}  # refused by the checks
+        items = payload if isinstance(payload, list) else [payload]
+        items = [i for i in items[: BATCH_CAP + 1] if isinstance(i, dict)]
+        ids = {i.get("assistant_id") for i in items}
+        if assistant and not any(i.get("graph_id") for i in items):
+            ids.add(path.rstrip("/").rsplit("/", 1)[-1])
+        for name in ids:
+            if isinstance(name, str) and name not in METHODS and _UUID.match(name):
+                status, reply = await self._get(scope, f"/assistants/{name}")
+                if status == 200 and isinstance(reply, dict):
+                    found["graphs"][name] = reply.get("graph_id")
+        resumes = any(
+            isinstance(i.get("command"), dict) and "resume" in i["command"] for i in items
+        )
+        thread = _THREAD_RUN.match(path)
+        if thread and any(
+            isinstance(i.get("command"), dict) and ends_only(i["command"]) for i in items
+        ):
+            found["end"] = thread.group(1)
+        if resumes and thread:
+            status, state = await self._get(scope, f"/threads/{thread.group(1)}/state")
+            tasks = state.get("tasks") if status == 200 and isinstance(state, dict) else None
+            found["paused"] = any(
+                isinstance(task, dict) and task.get("interrupts") for task in tasks or []
+            )
+        elif resumes:
+            found["paused"] = False  # a stateless run has no paused thread to resume
+        return found
+
+    def _checked(
+        self, method: str, path: str, body: bytes, looked_up: Mapping[str, Any] | None = None
+    ) -> bytes:
         """``body``, with ``on_disconnect`` and ``recursion_limit`` imposed where they apply;
-        _Refused for a refused run, cron, state write or assistant."""
+        _Refused for a refused run, cron, state write or assistant. ``looked_up``: what
+        ``_look_up`` found."""
+        looked_up = looked_up or {}
         crons = (method == "POST" and _CRONS.match(path) is not None) or (
             method == "PATCH" and _CRON.match(path) is not None
         )
@@ -279,6 +474,10 @@ class RequestGuard:
         except (ValueError, RecursionError):
             raise _Refused(422, "the request body is not valid JSON") from None
         items = payload if isinstance(payload, list) else [payload]
+        if len(items) > BATCH_CAP:
+            raise _Refused(
+                413, f"a batch holds at most {BATCH_CAP} runs on this server, not {len(items):,}"
+            )
         changed = False
         try:
             for item in items:
@@ -287,22 +486,38 @@ class RequestGuard:
                 if state:
                     self._check_state_write(item, thread=_THREADS.match(path) is not None)
                     continue
+                graph = _graph(item, looked_up.get("graphs") or {}, path)
+                if crons:
+                    _check_schedule(item.get("schedule"))
                 if runs:
                     check_input(item.get("input"))
-                    check_command(item.get("command"), self.policy.allow_state_writes)
-                    _check_resume(item.get("command"))
+                    check_command(item.get("command"), self.policy.allow_state_writes, graph)
+                    _check_resume(item.get("command"), looked_up.get("paused"))
                     if self.policy.cancel_on_disconnect and _WAITS.search(path):
-                        changed |= self._impose_cancel(item)
-                changed |= _check_settings(item, self.policy, runs=runs)
+                        changed |= self._impose_cancel(item, looked_up.get("loopback", False))
+                changed |= _check_settings(item, self.policy, runs=runs, graph=graph)
         except ConfigError as error:
             raise _Refused(422, str(error)) from None
         return json.dumps(payload).encode() if changed else body
 
-    def _impose_cancel(self, item: dict[str, Any]) -> bool:
+    def check_run(self, path: str, body: bytes) -> tuple[tuple[int, str] | None, bytes]:
+        """A run that does not come to the runs API (an MCP tool call: noterag.server.mcp)
+        checked as if it were POSTed to ``path``: (None, the body to send there, with what the
+        checks impose), or ((HTTP status, reason), b"") when refused."""
+        try:
+            return None, self._checked("POST", path, body)
+        except _Refused as refused:
+            return (refused.status, refused.detail), b""
+
+    def _impose_cancel(self, item: dict[str, Any], loopback: bool = False) -> bool:
         """``on_disconnect="cancel"`` on a run its client waits on, unless the client asked for
-        a resumable stream explicitly and the operator honours that. True when changed."""
+        a resumable stream explicitly and the operator honours that: with
+        ``NOTERAG_ALLOW_RESUMABLE`` (by default with a key), or, unless the operator turned it
+        off, for a client connected over loopback (``loopback``: a page on the operator's own
+        machine reloading mid-run, Agent Chat UI's ``reconnectOnMount``). True when changed."""
+        honoured = self.policy.allow_resumable or (loopback and self.policy.resumable_on_loopback)
         if (
-            self.policy.allow_resumable
+            honoured
             and item.get("stream_resumable") is True
             and item.get("on_disconnect") == "continue"
         ):
@@ -337,25 +552,88 @@ class RequestGuard:
             check_command(write.get("command"), True)
 
 
-def _check_resume(command: Any) -> None:
+# croniter's named schedules, each at most hourly
+_CRON_ALIASES = frozenset(
+    {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+)
+
+
+def _over_loopback(scope: Scope) -> bool:
+    """Whether the request came over loopback: the server's address it arrived at and the
+    client's are both loopback addresses (a server bound to 127.0.0.1, `langgraph dev`'s
+    default, takes no other; one bound to all addresses takes other machines' too, which are
+    not loopback). A reverse proxy on the same machine looks like loopback: an operator who
+    puts one in front sets NOTERAG_ALLOW_RESUMABLE=0, or a key."""
+    import ipaddress
+
+    for end in (scope.get("server"), scope.get("client")):
+        host = end[0] if isinstance(end, list | tuple) and end else None
+        try:
+            if host is None or not ipaddress.ip_address(host).is_loopback:
+                return False
+        except ValueError:
+            return False
+    return True
+
+
+def _check_schedule(schedule: Any) -> None:
+    """A cron's schedule fires at most once a minute: five fields (minute, hour, day, month,
+    weekday). croniter, under langgraph-api, also reads a sixth field as seconds (and a
+    seventh as the year), so ``* * * * * *`` would call the model every second."""
+    if schedule is None:
+        return
+    if not isinstance(schedule, str):
+        raise ConfigError("a cron's schedule must be a text of five fields")
+    parts = schedule.split()
+    if len(parts) == 1 and parts[0] in _CRON_ALIASES:
+        return
+    if len(parts) != 5:
+        raise ConfigError(
+            f"a cron's schedule has five fields (minute hour day month weekday), at most once a "
+            f"minute; not {len(parts)}"
+        )
+
+
+def _check_resume(command: Any, paused: bool | None = None) -> None:
     """A run's ``command.resume`` (a human review's decision, ``nodes.human``): refused here
-    when no review would understand it (null included, which LangGraph itself fails on), so a
-    malformed or oversized decision is never stored with the thread."""
+    when no review would understand it (null included, which LangGraph itself fails on), or
+    when the thread is not paused for one (``paused`` False: it never ran, or finished), so a
+    malformed, oversized or pointless decision is never stored with the thread."""
     if isinstance(command, dict) and "resume" in command:
         from noterag.nodes.human import check_resume
 
         check_resume(command["resume"])
+        if paused is False:
+            raise _Refused(
+                409,
+                "command.resume answers a paused review, and this thread is not paused for one "
+                "(it has not run, or its run finished): send input to start a run",
+            )
 
 
-def _check_settings(item: dict[str, Any], policy: ServerPolicy, *, runs: bool) -> bool:
+def _graph(item: Mapping[str, Any], graphs: Mapping[str, Any], path: str) -> str | None:
+    """The method a run or an assistant is for: its ``graph_id``, its ``assistant_id`` when
+    that is a graph's name, else the graph of the assistant it names by id (looked up)."""
+    from noterag.registry.methods import METHODS
+
+    named = item.get("graph_id") or item.get("assistant_id")
+    if not isinstance(named, str) and _ASSISTANTS.match(path):
+        named = path.rstrip("/").rsplit("/", 1)[-1]
+    if isinstance(named, str) and named not in METHODS:
+        named = graphs.get(named)
+    return named if isinstance(named, str) and named in METHODS else None
+
+
+def _check_settings(
+    item: dict[str, Any], policy: ServerPolicy, *, runs: bool, graph: str | None = None
+) -> bool:
     """A run's or an assistant's recursion limit (a run's set to the cap when absent: True,
-    the item changed), and its settings when it names its graph (a graph id as
-    ``assistant_id``, or ``graph_id``)."""
+    the item changed), and its settings when its method is known (``graph``: a graph id as
+    ``assistant_id``, ``graph_id``, or the graph of the assistant it names by id)."""
     from noterag.core.spec import check_run_prompts
     from noterag.registry.methods import METHODS
 
-    graph = item.get("graph_id") or item.get("assistant_id")
-    method = graph if isinstance(graph, str) and graph in METHODS else None
+    method = graph
     config = item.get("config")
     changed = False
     if config is None and runs:
@@ -375,6 +653,7 @@ def _check_settings(item: dict[str, Any], policy: ServerPolicy, *, runs: bool) -
 
 
 SERVER_POLICY = ServerPolicy.from_env()
+MCP_TOOLS = mcp_tools()
 
 # langgraph.json "http": {"app": "./noterag/server/http.py:app"}: no routes of its own, only the
 # guards, which langgraph-api runs in front of every route (its custom app's middleware).
