@@ -52,7 +52,7 @@ from noterag.server.bounds import (
     ends_only,
 )
 from noterag.server.key import given_key, key_matches
-from noterag.server.mcp import MCP_PATH, mcp_tools
+from noterag.server.mcp import MCP_PATH, mcp_tools, replaying
 from noterag.server.mcp import serve as serve_mcp
 
 __all__ = ["BATCH_CAP", "OriginGuard", "RequestGuard", "app", "origin_allowed"]
@@ -315,15 +315,7 @@ class RequestGuard:
         except _Refused as refused:
             await self._refuse(scope, receive, send, refused)
             return
-        replayed = False
-
-        async def replay() -> Message:
-            # the body once, then the client's own messages (its disconnect, which cancels)
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
+        replay = replaying(body, receive)
 
         if body is sent and not sent:
             await self.app(scope, replay, send)  # no body: the request as it came

@@ -271,6 +271,21 @@ def _error(id_: Any, code: int, message: str, data: Any = None) -> dict[str, Any
     return {"jsonrpc": "2.0", "id": id_, "error": error}
 
 
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """An ASGI ``receive`` that gives the body already read once, then the client's own
+    messages (its disconnect, which cancels the run)."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
 async def serve(guard: Guard, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
     """Answer a request to ``/mcp`` (the guard has checked its key, origin and size)."""
     tools = guard.mcp_tools
@@ -437,15 +452,7 @@ async def _dispatch(
         "query_string": b"",
         "headers": headers,
     }
-    sent_body = False
-
-    async def replay() -> Message:
-        nonlocal sent_body
-        if sent_body:
-            return await receive()
-        sent_body = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
+    replay = replaying(body, receive)
     status, chunks = 500, []
 
     async def collect(message: Message) -> None:
