@@ -288,3 +288,21 @@ def test_a_reload_mid_run_shows_the_answer(
     dom = json.loads(out.strip().splitlines()[-1])
     assert dom["status"] == "done", dom["statusText"]
     assert dom["answer"].strip() and not dom["problems"], dom
+
+
+def test_a_method_without_log_probabilities_shows_why_in_the_page(
+    holding_server: tuple[str, Any], page_url: str, tmp_path: Path
+) -> None:
+    """FLARE against an endpoint without token log-probabilities: the run's error (the reason,
+    not only the server's log) reaches the page, which shows it."""
+    server, model = holding_server
+    model.logprobs = False  # the simulated endpoint leaves them out
+    try:
+        query = urlencode({"server": server, "method": "flare", "max_steps": 1})
+        [dom] = run_node(
+            "chat_client_page.mjs", f"{page_url}?{query}", QUESTION, str(tmp_path / "p"), "refusal"
+        )
+    finally:
+        model.logprobs = True
+    assert dom["status"] == "error", dom
+    assert "log-probabilit" in dom["statusText"], dom["statusText"]
