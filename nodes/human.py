@@ -125,7 +125,7 @@ def review_routes(prompts: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
     the note's review (in ``answer``, where the answer prompt reads a note) and the answer's
     review go back to ``answer`` where the set ``retrieves_more``. What the graph declares as
     those steps' destinations, so Studio draws exactly the routes a run can take
-    (graphs.assemble.wire_answer_review). A run's prompt overrides replace prompts and may only
+    (graphs.assemble.add_answer_review). A run's prompt overrides replace prompts and may only
     drop slots, so they add no route."""
     sets = [prompt_set for prompt_set in prompts.values() if retrieves_more(prompt_set)]
     reads = any(
