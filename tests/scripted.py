@@ -494,3 +494,14 @@ def use_model(monkeypatch: pytest.MonkeyPatch, model: BaseChatModel) -> None:
         return spec if isinstance(spec, BaseChatModel) else model
 
     monkeypatch.setattr(noterag.models, "load_chat_model", load)
+
+
+async def request_body(receive: Any) -> bytes:
+    """The whole body of an ASGI request, read from ``receive`` (the test doubles standing in
+    for langgraph-api behind the request guard)."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body

@@ -18,6 +18,7 @@ from noterag.core.policy import ServerPolicy
 from noterag.registry.methods import METHODS
 from noterag.server.http import RequestGuard
 from noterag.server.mcp import answer_text, mcp_tools, tool, tool_result
+from scripted import request_body
 
 KEY = "k-1"
 OUTPUT = {
@@ -48,12 +49,7 @@ class LangGraphAPI:
         self.requests: list[tuple[str, str, dict[bytes, bytes], Any]] = []
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await request_body(receive)
         self.requests.append(
             (scope["method"], scope["path"], dict(scope["headers"]), json.loads(body or b"null"))
         )

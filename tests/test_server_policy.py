@@ -28,6 +28,7 @@ from scripted import (
     KeywordRetriever,
     ScriptedModel,
     passages,
+    request_body,
     velmora_script,
 )
 
@@ -388,12 +389,7 @@ class _Inner:
         self.bodies: list[bytes] = []
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await request_body(receive)
         self.bodies.append(body)
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})

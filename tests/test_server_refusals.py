@@ -21,7 +21,7 @@ from test_threads import WAIT
 from noterag.core.policy import ServerPolicy
 from noterag.server.bounds import check_state_values, list_bound
 from noterag.server.http import BATCH_CAP, RequestGuard
-from scripted import QUESTION
+from scripted import QUESTION, request_body
 
 ASSISTANT = "5f1e0c1e-0000-4000-8000-000000000001"
 ORIGIN = "http://localhost:3000"
@@ -47,12 +47,7 @@ class _Server:
         return [body for method, _, body in self.requests if method != "GET"]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await request_body(receive)
         self.requests.append((scope["method"], scope["path"], body))
         status, reply = 200, {}
         if scope["path"] == f"/assistants/{ASSISTANT}":
