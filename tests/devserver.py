@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -205,3 +206,21 @@ def _wait_until_ready(proc: subprocess.Popen[bytes], log_path: Path, port: int) 
 def _log(path: Path, limit: int = 6000) -> str:
     text = re.sub(r"\x1b\[[0-9;]*m", "", path.read_text(errors="replace"))
     return text[-limit:]
+
+
+def leave_mid_run(client: Any, thread: str, question: str) -> str | None:
+    """Start a resumable DeepNote run of one step on ``thread`` (``on_disconnect="continue"``,
+    as Agent Chat UI asks) and leave it once its note is accumulated, as a page reload does:
+    the run's id (None if its metadata never came)."""
+    run_id = None
+    stream = client.runs.stream(
+        thread, "deepnote", input={"question": question}, context={"max_steps": 1},
+        stream_mode=["updates"], on_disconnect="continue", stream_resumable=True,
+    )  # fmt: skip
+    for part in stream:
+        if part.event == "metadata":
+            run_id = part.data["run_id"]
+        if part.event == "updates" and "accumulate" in (part.data or {}):
+            break  # the review is next: the client leaves
+    stream.close()
+    return run_id

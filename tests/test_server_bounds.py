@@ -22,6 +22,7 @@ import pytest
 from test_server_policy import _guard, _json, _request
 from test_threads import QUESTION, WAIT, HoldingModel, start
 
+from devserver import leave_mid_run
 from noterag.base.errors import ConfigError
 from noterag.core.context import MAX_QUESTION_CHARS, MOST_STEPS
 from noterag.registry.methods import METHODS, build_graph
@@ -416,17 +417,7 @@ def test_a_resumable_stream_survives_its_client_leaving(opened: tuple[str, Any])
     model.held.clear()
     model.release.clear()  # the run's review waits until the client has joined again
     try:
-        run_id = None
-        stream = client.runs.stream(
-            thread, "deepnote", input={"question": QUESTION}, context={"max_steps": 1},
-            stream_mode=["updates"], on_disconnect="continue", stream_resumable=True,
-        )  # fmt: skip
-        for part in stream:
-            if part.event == "metadata":
-                run_id = part.data["run_id"]
-            if part.event == "updates" and "accumulate" in (part.data or {}):
-                break  # the review is next: the client leaves (a page reload)
-        stream.close()
+        run_id = leave_mid_run(client, thread, QUESTION)
         assert run_id is not None and model.held.wait(WAIT)
         joined: list[Any] = []
         rejoined = threading.Event()

@@ -18,6 +18,7 @@ import pytest
 from test_server_bounds import _serve
 from test_threads import WAIT
 
+from devserver import leave_mid_run
 from noterag.core.policy import ServerPolicy
 from noterag.server.bounds import check_state_values, list_bound
 from noterag.server.http import BATCH_CAP, RequestGuard
@@ -414,17 +415,7 @@ def test_a_reload_mid_run_finds_the_answer_on_the_default_local_server(
     model.held.clear()
     model.release.clear()  # the review waits until the client has left
     try:
-        run_id = None
-        stream = client.runs.stream(
-            thread, "deepnote", input={"question": QUESTION}, context={"max_steps": 1},
-            stream_mode=["updates"], on_disconnect="continue", stream_resumable=True,
-        )  # fmt: skip
-        for part in stream:
-            if part.event == "metadata":
-                run_id = part.data["run_id"]
-            if part.event == "updates" and "accumulate" in (part.data or {}):
-                break  # the client leaves
-        stream.close()
+        run_id = leave_mid_run(client, thread, QUESTION)
         assert run_id is not None and model.held.wait(WAIT)
         model.release.set()
         done = threading.Event()
