@@ -450,15 +450,23 @@ def no_follow_up(state: Any, ctx: Any, profile: Any) -> str | None:
     return f"{steps} follow-ups (max_steps = {ctx.max_steps})" if steps >= ctx.max_steps else None
 
 
-def self_ask_wire(graph: StateGraph, deps: Deps) -> None:
-    graph.add_node("self_ask", node(self_ask, deps))
-    check = Decision(no_follow_up, go_on="self_ask")
-    graph.add_node("stop_check", stop_check(check, deps))
-    graph.add_conditional_edges("stop_check", check.route, check.routes)
-    graph.add_node("answer", node(answer, deps))
-    graph.add_edge("question", "self_ask")
-    graph.add_edge("self_ask", "stop_check")
-    graph.add_edge("answer", END)
+def self_ask_wiring(step: Any) -> Any:
+    """Self-Ask's wiring with ``step`` as its self_ask node."""
+
+    def wire(graph: StateGraph, deps: Deps) -> None:
+        graph.add_node("self_ask", node(step, deps))
+        check = Decision(no_follow_up, go_on="self_ask")
+        graph.add_node("stop_check", stop_check(check, deps))
+        graph.add_conditional_edges("stop_check", check.route, check.routes)
+        graph.add_node("answer", node(answer, deps))
+        graph.add_edge("question", "self_ask")
+        graph.add_edge("self_ask", "stop_check")
+        graph.add_edge("answer", END)
+
+    return wire
+
+
+self_ask_wire = self_ask_wiring(self_ask)
 
 
 SELF_ASK_SPEC = MethodSpec(
@@ -626,15 +634,7 @@ def intermediate_fails(state: dict[str, Any], env: Env) -> StepGen:
     return update
 
 
-def failing_wire(graph: StateGraph, deps: Deps) -> None:
-    graph.add_node("self_ask", node(intermediate_fails, deps))
-    check = Decision(no_follow_up, go_on="self_ask")
-    graph.add_node("stop_check", stop_check(check, deps))
-    graph.add_conditional_edges("stop_check", check.route, check.routes)
-    graph.add_node("answer", node(answer, deps))
-    graph.add_edge("question", "self_ask")
-    graph.add_edge("self_ask", "stop_check")
-    graph.add_edge("answer", END)
+failing_wire = self_ask_wiring(intermediate_fails)
 
 
 @pytest.mark.parametrize(
